@@ -1,0 +1,206 @@
+"""Every error murphy raises, as one tree rooted at :class:`MurphyError`.
+
+The data-availability and rule names are smdebug's own (``smdebug.exceptions``), so a notebook or
+a custom rule that catches ``StepUnavailable`` or ``NoMoreData`` works unchanged. Each error passes
+its message to ``super().__init__`` (smdebug overrode ``__str__``, which loses it in tracebacks and
+pickling).
+
+    MurphyError
+    ├── StorageError ── ObjectNotFound
+    ├── TensorIOError ── CorruptRecord, CorruptIndex, CorruptCollections, UnsupportedDType
+    ├── HookError
+    └── SMDebugError                      (smdebug-compatible names)
+        ├── StepNotYetAvailable, StepUnavailable, NoMoreData
+        ├── TensorUnavailable, TensorUnavailableForStep, ShapeUnavailableForStep
+        ├── MissingCollectionFiles, IndexReaderException, InvalidWorker
+        ├── RuleEvaluationConditionMet, InsufficientInformationForRuleInvocation
+        ├── InvalidCollectionConfiguration
+        └── SMDebugTypeError, SMDebugValueError, SMDebugRuntimeError, ...
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MurphyError(Exception):
+    """Root of every murphy error."""
+
+
+# --- storage -------------------------------------------------------------------------------
+
+
+class StorageError(MurphyError):
+    """An object store operation failed (backend errors are mapped to this at the boundary)."""
+
+
+class ObjectNotFound(StorageError, KeyError):
+    """The key does not exist in the store."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"object not found: {key}")
+        self.key = key
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0])
+
+
+# --- tensor files --------------------------------------------------------------------------
+
+
+class TensorIOError(MurphyError):
+    """Root of the on-disk format errors."""
+
+
+class CorruptRecord(TensorIOError):
+    """A TFRecord is damaged: bad length CRC, bad footer, or an undecodable payload."""
+
+
+class TruncatedRecord(TensorIOError):
+    """A record ends before its declared length: an incomplete write, not corruption."""
+
+
+class CorruptIndex(TensorIOError):
+    """An index file is not the JSON schema smdebug writes."""
+
+
+class CorruptCollections(TensorIOError):
+    """A collections file is not the JSON schema smdebug writes."""
+
+
+class UnsupportedDType(TensorIOError, TypeError):
+    """A tensor's dtype has no TensorProto mapping."""
+
+
+# --- hook ----------------------------------------------------------------------------------
+
+
+class HookError(MurphyError):
+    """The hook was configured wrongly (raised at construction, never inside a training step)."""
+
+
+# --- smdebug-compatible ----------------------------------------------------------------------
+
+
+class SMDebugError(MurphyError):
+    """Root of the errors that carry smdebug's names."""
+
+
+class SMDebugTypeError(SMDebugError, TypeError):
+    pass
+
+
+class SMDebugValueError(SMDebugError, ValueError):
+    pass
+
+
+class SMDebugRuntimeError(SMDebugError, RuntimeError):
+    pass
+
+
+class SMDebugNotImplementedError(SMDebugError, NotImplementedError):
+    pass
+
+
+class SMDebugCustomerError(SMDebugError):
+    pass
+
+
+class StepNotYetAvailable(SMDebugError):
+    """The step may still be written: training has not passed it yet."""
+
+    def __init__(self, step: int, mode: Any) -> None:
+        super().__init__(f"Step {step} of mode {mode} not yet available")
+        self.step = step
+        self.mode = mode
+
+
+class StepUnavailable(SMDebugError):
+    """The step was skipped: training passed it without saving it."""
+
+    def __init__(self, step: int, mode: Any) -> None:
+        super().__init__(f"Step {step} of mode {mode} is not available as it was not saved")
+        self.step = step
+        self.mode = mode
+
+
+class NoMoreData(SMDebugError):
+    """Training has ended and the step lies beyond the last one saved."""
+
+    def __init__(self, step: int, mode: Any, last_step: int | None) -> None:
+        super().__init__(
+            f"Looking for step {step} of mode {mode} and reached end of training. "
+            f"Max step available is {last_step}"
+        )
+        self.step = step
+        self.mode = mode
+        self.last_step = last_step
+
+
+class TensorUnavailable(SMDebugError):
+    """The tensor was never saved."""
+
+    def __init__(self, tname: str) -> None:
+        super().__init__(f"Tensor {tname} was not saved.")
+        self.tname = tname
+
+
+class TensorUnavailableForStep(SMDebugError):
+    """The step exists but this tensor (or this reduction of it) was not saved at it."""
+
+    def __init__(self, tname: str, step: int, mode: Any = None, has_reductions: bool = False) -> None:
+        msg = f"Value for tensor {tname} is not available for step {step} with mode {mode} as it was not saved."
+        if has_reductions:
+            msg += " This tensor has reductions saved for this step. Use reduction_value()."
+        super().__init__(msg)
+        self.tname = tname
+        self.step = step
+        self.mode = mode
+        self.has_reductions = has_reductions
+
+
+class ShapeUnavailableForStep(SMDebugError):
+    def __init__(self, tname: str, step: int, mode: Any = None) -> None:
+        super().__init__(f"Shape for tensor {tname} is not available for step {step} with mode {mode}")
+        self.tname = tname
+        self.step = step
+        self.mode = mode
+
+
+class MissingCollectionFiles(SMDebugError):
+    def __init__(self, message: str = "Training has ended and no collection files were found.") -> None:
+        super().__init__(message)
+
+
+class IndexReaderException(SMDebugError):
+    pass
+
+
+class InvalidWorker(SMDebugError):
+    def __init__(self, worker: str) -> None:
+        super().__init__(f"Invalid worker: {worker}")
+        self.worker = worker
+
+
+class InvalidCollectionConfiguration(SMDebugError):
+    pass
+
+
+class RuleEvaluationConditionMet(SMDebugError):
+    """smdebug signals a rule finding by raising this; murphy's engine returns an outcome instead."""
+
+    def __init__(self, rule_name: str, step: int, end_of_rule: bool = False) -> None:
+        super().__init__(f"Evaluation of the rule {rule_name} at step {step} resulted in the condition being met")
+        self.rule_name = rule_name
+        self.step = step
+        self.end_of_rule = end_of_rule
+
+
+class InsufficientInformationForRuleInvocation(SMDebugError):
+    pass
+
+
+class NoMoreProfilerData(SMDebugError):
+    def __init__(self, timestamp: int = 0) -> None:
+        super().__init__(f"No more profiler data after timestamp {timestamp}")
+        self.timestamp = timestamp
