@@ -1,0 +1,286 @@
+"""The framework-neutral hook: steps and modes, collections, save decisions, reductions,
+hand-off to the background writer, the error guard and ``close()``.
+
+A framework adapter calls :meth:`BaseHook._begin_step` at the start of every top-level forward
+and :meth:`BaseHook._save` for every candidate tensor; it never imports anything from here that
+touches files. Nothing is read from the environment until a hook is constructed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+from murphy.core.collection import Collection, CollectionKeys
+from murphy.core.modes import ModeKeys
+from murphy.core.reduction_config import ReductionConfig
+from murphy.core.save_config import SaveConfig
+from murphy.exceptions import HookError, SMDebugRuntimeError, StorageError
+from murphy.hook.backend import NumpyBackend, TensorBackend
+from murphy.hook.collections import PYTORCH_COLLECTION_REGEXES, HookCollections
+from murphy.hook.config import DEFAULT_LOCAL_PATH
+from murphy.hook.guard import LOGGER_NAME, ErrorGuard, guarded
+from murphy.hook.writer import DEFAULT_MAX_PENDING, BackgroundWriter, Record, StepBatch
+from murphy.storage import ObjectStore, open_store
+from murphy.tensorio.locations import (
+    END_OF_TRAINING_KEY,
+    collections_file_key,
+    reduction_tensor_name,
+    strip_output_index,
+)
+from murphy.tensorio.writer import write_end_of_training
+
+_log = logging.getLogger(LOGGER_NAME)
+INIT_STEP = -1
+SCALAR_PREFIX = "scalar/"
+
+
+class OutDirAlreadyEnded(HookError, SMDebugRuntimeError):
+    """``out_dir`` holds ``training_job_end.ts``: it belongs to a finished run."""
+
+
+def worker_name(rank: int) -> str:
+    """smdebug's worker name for a rank."""
+    return f"worker_{rank}"
+
+
+class BaseHook:
+    """Framework-neutral tensor capture with smdebug's semantics (see ``docs/hook.md``)."""
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | ObjectStore | None = None,
+        dry_run: bool = False,
+        reduction_config: ReductionConfig | None = None,
+        save_config: SaveConfig | None = None,
+        include_regex: Iterable[str] | None = None,
+        include_collections: Iterable[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        *,
+        backend: TensorBackend | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        write_end_marker: bool | None = None,
+        max_pending_steps: int = DEFAULT_MAX_PENDING,
+        collection_regexes: Any = PYTORCH_COLLECTION_REGEXES,
+    ) -> None:
+        if include_workers not in ("one", "all"):
+            raise HookError(f"include_workers must be 'one' or 'all', got {include_workers!r}")
+        self.guard = ErrorGuard()
+        self.backend: TensorBackend = backend or NumpyBackend()
+        self.dry_run = dry_run
+        self.rank = rank
+        self.worker = worker_name(rank)
+        self.num_workers = world_size if include_workers == "all" else 1
+        # With include_workers="one" only the chief writes (smdebug's rule).
+        self._writes = not dry_run and (include_workers == "all" or rank == 0)
+        if write_end_marker is None:
+            # Inside SageMaker the platform writes the end marker after its final sync.
+            write_end_marker = "TRAINING_JOB_NAME" not in os.environ
+        self._write_end_marker = write_end_marker
+        self.out_dir = _resolve_out_dir(out_dir)
+        self.store: ObjectStore = open_store(self.out_dir)
+        if self._writes:
+            _refuse_ended(self.store)
+        self.collections = HookCollections(
+            save_config or SaveConfig(),
+            reduction_config or ReductionConfig(save_raw_tensor=True),
+            collection_regexes,
+        )
+        self.collections.include(include_collections or ())
+        if include_regex:
+            self.collections.get(CollectionKeys.DEFAULT).include(list(include_regex))
+            self.collections.include([CollectionKeys.DEFAULT])
+        if save_all:
+            self.collections.get(CollectionKeys.ALL).include(".*")
+            self.collections.include([CollectionKeys.ALL])
+        self._writer = BackgroundWriter(self.store, self.worker, self.backend, self.guard, max_pending_steps)
+        self.step = INIT_STEP
+        self.mode = ModeKeys.GLOBAL
+        self.mode_steps: dict[ModeKeys, int] = dict.fromkeys(ModeKeys, INIT_STEP)
+        self._step_mode = ModeKeys.GLOBAL
+        self._due: frozenset[str] = frozenset()
+        self._records: list[Record] = []
+        self._pending_scalars: list[tuple[str, Any]] = []
+        self._saved_any = False
+        self._collections_written = False
+        self._closed = False
+        _register_atexit(self)
+
+    # ---- public API ------------------------------------------------------------------------
+
+    @property
+    def mode_step(self) -> int:
+        """The step counter of the current step's mode."""
+        return self.mode_steps[self._step_mode]
+
+    @property
+    def enabled(self) -> bool:
+        """False once an error disabled the hook (or after ``close()``)."""
+        return not self.guard.disabled and not self._closed
+
+    def set_mode(self, mode: ModeKeys) -> None:
+        """Switch mode; takes effect at the next step."""
+        if not isinstance(mode, ModeKeys):
+            raise HookError(f"mode must be a ModeKeys member, got {mode!r}")
+        self.mode = mode
+
+    def get_collection(self, name: str) -> Collection:
+        """The collection ``name`` (created if missing); changes take effect at once."""
+        return self.collections.get(name)
+
+    def get_collections(self) -> dict[str, Collection]:
+        """All collections by name."""
+        self.collections.invalidate()
+        return self.collections.collections
+
+    def add_to_collection(self, collection_name: str, tensor_name: str) -> None:
+        """Add a tensor name to a collection."""
+        self.collections.get(collection_name).add_tensor_name(tensor_name)
+
+    @guarded
+    def save_scalar(self, name: str, value: Any) -> None:
+        """Save ``scalar/<name>`` with the current step (written if the step is saved)."""
+        self._pending_scalars.append((SCALAR_PREFIX + name, value))
+
+    @guarded
+    def save_tensor(
+        self, tensor_name: str, tensor_value: Any, collections_to_write: str | Iterable[str] = "default"
+    ) -> None:
+        """Save a custom tensor in the given collections (they become included)."""
+        names = [collections_to_write] if isinstance(collections_to_write, str) else list(collections_to_write)
+        for cname in names:
+            self.collections.get(cname).add_tensor_name(tensor_name)
+        self.collections.include(names)
+        if self.step >= 0:
+            self._due = self.collections.due(self._step_mode, self.mode_step)
+        self._save(tensor_name, tensor_value)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Hand the current step to the writer and wait until everything queued is written."""
+        self.guard.run("flush", self._end_step)
+        return self._writer.flush(timeout)
+
+    def close(self) -> None:
+        """Write the last step, the collections file and (outside SageMaker) the end marker."""
+        if self._closed:
+            return
+        self.guard.run("close", self._end_step)
+        if self._writes and not self.guard.disabled:
+            self.guard.run("close", self._export_collections)
+            if self._write_end_marker:
+                store = self.store
+                self._writer.submit_call(lambda: write_end_of_training(store), "end of training")
+        self._closed = True
+        self._writer.close()
+
+    # ---- adapter API -----------------------------------------------------------------------
+
+    def _begin_step(self) -> None:
+        """Start the next step (the adapter calls this at every top-level forward)."""
+        self._end_step()
+        if self._saved_any and not self._collections_written:
+            self._export_collections()
+        self.step += 1
+        self._step_mode = self.mode
+        self.mode_steps[self.mode] += 1
+        self._due = self.collections.due(self._step_mode, self.mode_steps[self.mode])
+
+    def _is_saving(self) -> bool:
+        """Cheap check for adapters: may anything be saved at this step?"""
+        return bool(self._due) and not self.guard.disabled and not self._closed
+
+    def _save(self, name: str, value: Any) -> None:
+        """Snapshot ``value`` under ``name`` if a due collection wants it."""
+        if not self._due or self.guard.disabled or self._closed:
+            return
+        matched = self.collections.matching(name)
+        due = tuple(c for c in matched if c in self._due)
+        if not due:
+            return
+        plan = self.collections.plan(due)
+        for cname in due:
+            self.collections.collections[cname].add_tensor_name(name)
+        self._snapshot(name, value, plan.save_raw, plan.save_shape, plan.reductions)
+
+    def _snapshot(
+        self, name: str, value: Any, raw: bool, shape: bool, reductions: tuple[tuple[str, bool], ...]
+    ) -> None:
+        backend = self.backend
+        if not self._writes:
+            return
+        base = strip_output_index(name)
+        for op, is_abs in reductions:
+            self._records.append(Record(reduction_tensor_name(base, op, is_abs), backend.reduce(value, op, is_abs)))
+        tshape = backend.shape(value) if shape else None
+        if raw:
+            self._records.append(Record(name, backend.snapshot(value), tshape))
+        elif tshape is not None:
+            self._records.append(Record(name, None, tshape))
+
+    def _end_step(self) -> None:
+        """Hand the current step's snapshots to the writer (no file work here)."""
+        if self.step < 0:
+            return
+        if self._pending_scalars and self._due:
+            for name, value in self._pending_scalars:
+                if self._writes:
+                    self._records.append(Record(name, self.backend.snapshot(value)))
+        self._pending_scalars.clear()
+        if not self._records:
+            return
+        batch = StepBatch(self.step, self._step_mode, self.mode_step, self._records, self.backend.fence())
+        self._records = []
+        self._saved_any = True
+        self._writer.submit_step(batch)
+
+    def _export_collections(self) -> None:
+        """Queue the collections file (once), after the steps already queued."""
+        if self._collections_written or not self._writes:
+            return
+        self._collections_written = True
+        # Serialised here (once) so later changes to the collections cannot race the writer.
+        data = self.collections.to_doc(self.num_workers).to_json_bytes()
+        store, key = self.store, collections_file_key(self.worker)
+        self._writer.submit_call(lambda: store.put(key, data), "collections")
+
+
+def _resolve_out_dir(out_dir: str | os.PathLike[str] | ObjectStore | None) -> Any:
+    if out_dir is None:
+        if "TRAINING_JOB_NAME" in os.environ:
+            return DEFAULT_LOCAL_PATH
+        raise HookError("out_dir is required outside SageMaker (or use Hook.create_from_json_file())")
+    if isinstance(out_dir, ObjectStore):
+        return out_dir
+    return os.fspath(out_dir)
+
+
+def _refuse_ended(store: ObjectStore) -> None:
+    try:
+        ended = store.exists(END_OF_TRAINING_KEY)
+    except StorageError:
+        # An unreachable store must not stop construction; the writer will report it.
+        return
+    if ended:
+        raise OutDirAlreadyEnded(
+            f"{store.uri} already holds {END_OF_TRAINING_KEY}: it is the output of a finished "
+            "run. Use a new out_dir (or delete the directory) for a new run."
+        )
+
+
+def _register_atexit(hook: BaseHook) -> None:
+    # A weak reference: atexit must not keep every hook ever created alive.
+    ref = weakref.ref(hook)
+
+    def _close() -> None:
+        h = ref()
+        if h is not None:
+            h.close()
+
+    atexit.register(_close)
+

@@ -1,0 +1,171 @@
+"""The hook's collections: defaults, what is included, what is due at a step, and how to save it.
+
+Decisions are cached per tensor name and per set of due collections, so the per-tensor cost on
+the training thread is a dict lookup once the first step has been seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from murphy.core.collection import SCALAR_COLLECTIONS, Collection, CollectionKeys, CollectionsDoc
+from murphy.core.modes import ModeKeys
+from murphy.core.reduction_config import ReductionConfig
+from murphy.core.save_config import SaveConfig
+
+# PyTorch's regexes (smdebug/pytorch/collection.py semantics).
+PYTORCH_COLLECTION_REGEXES: Mapping[str, tuple[str, ...]] = {
+    CollectionKeys.ALL: (),
+    CollectionKeys.DEFAULT: (),
+    CollectionKeys.WEIGHTS: ("^(?!gradient).*weight",),
+    CollectionKeys.BIASES: ("^(?!gradient).*bias",),
+    CollectionKeys.GRADIENTS: ("^gradient",),
+    CollectionKeys.LOSSES: ("[Ll]oss_(?!input).*output",),
+}
+# Names that exist on demand (``get_collection`` / ``include_collections``) with these regexes.
+KNOWN_COLLECTION_REGEXES: Mapping[str, tuple[str, ...]] = {
+    CollectionKeys.INPUTS: (r"_input_\d+$",),
+    CollectionKeys.OUTPUTS: (r"_output_\d+$",),
+    CollectionKeys.OPTIMIZER_VARIABLES: (),
+    "relu_output": (".*relu_output",),
+    "relu_input": (".*relu_input",),
+}
+DEFAULT_INCLUDE_COLLECTIONS = (CollectionKeys.LOSSES,)
+# smdebug never saves these outside TRAIN/GLOBAL.
+TRAIN_ONLY_COLLECTIONS = frozenset({CollectionKeys.GRADIENTS, CollectionKeys.OPTIMIZER_VARIABLES})
+
+
+@dataclass(frozen=True)
+class SavePlan:
+    """How to save one tensor at one step: raw or not, shape or not, which reductions."""
+
+    save_raw: bool
+    save_shape: bool
+    reductions: tuple[tuple[str, bool], ...]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.save_raw or self.save_shape or self.reductions)
+
+
+class HookCollections:
+    """The collection manager of one hook."""
+
+    def __init__(
+        self,
+        save_config: SaveConfig,
+        reduction_config: ReductionConfig,
+        regexes: Mapping[str, tuple[str, ...]] = PYTORCH_COLLECTION_REGEXES,
+    ) -> None:
+        self.save_config = save_config
+        self.reduction_config = reduction_config
+        self.collections: dict[str, Collection] = {
+            name: Collection(name, include_regex=rx) for name, rx in regexes.items()
+        }
+        self.included: set[str] = set(DEFAULT_INCLUDE_COLLECTIONS)
+        self._match_cache: dict[str, tuple[str, ...]] = {}
+        self._plan_cache: dict[tuple[str, ...], SavePlan] = {}
+        self._save_configs: dict[str, SaveConfig] = {}
+
+    def get(self, name: str) -> Collection:
+        """The collection ``name``, created (with a known regex if it has one) when missing."""
+        coll = self.collections.get(name)
+        if coll is None:
+            coll = Collection(name, include_regex=KNOWN_COLLECTION_REGEXES.get(name, ()))
+            self.collections[name] = coll
+        # The caller may mutate it: forget every cached decision.
+        self.invalidate()
+        return coll
+
+    def include(self, names: Iterable[str]) -> None:
+        """Make collections candidates for saving (creating them if needed)."""
+        for name in names:
+            self.get(name)
+            self.included.add(name)
+        self.invalidate()
+
+    def invalidate(self) -> None:
+        """Drop cached matches, plans and effective save configs."""
+        self._match_cache.clear()
+        self._plan_cache.clear()
+        self._save_configs.clear()
+
+    def effective_save_config(self, name: str) -> SaveConfig:
+        """The collection's own save config over the hook's (unset modes inherit)."""
+        cfg = self._save_configs.get(name)
+        if cfg is None:
+            own = self.collections[name].save_config
+            cfg = self.save_config if own is None else own.merge_default(self.save_config)
+            self._save_configs[name] = cfg
+        return cfg
+
+    def due(self, mode: ModeKeys, mode_step: int) -> frozenset[str]:
+        """The included collections saved at ``mode_step`` of ``mode``."""
+        out: set[str] = set()
+        for name in self.included:
+            if mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and name in TRAIN_ONLY_COLLECTIONS:
+                continue
+            if self.effective_save_config(name).should_save_step(mode, mode_step):
+                out.add(name)
+        return frozenset(out)
+
+    def matching(self, tensor_name: str) -> tuple[str, ...]:
+        """The included collections ``tensor_name`` belongs to (sorted, cached)."""
+        hit = self._match_cache.get(tensor_name)
+        if hit is None:
+            hit = tuple(
+                sorted(n for n in self.included if self.collections[n].matches(tensor_name))
+            )
+            self._match_cache[tensor_name] = hit
+        return hit
+
+    def plan(self, colls: tuple[str, ...]) -> SavePlan:
+        """Union of the reduction configs of ``colls`` (a sorted tuple of due collections)."""
+        plan = self._plan_cache.get(colls)
+        if plan is None:
+            plan = self._make_plan(colls)
+            self._plan_cache[colls] = plan
+        return plan
+
+    def _make_plan(self, colls: tuple[str, ...]) -> SavePlan:
+        raw = shape = False
+        items: list[tuple[str, bool]] = []
+        scalar = any(c in SCALAR_COLLECTIONS for c in colls)
+        for name in colls:
+            cfg = self.collections[name].reduction_config or self.reduction_config
+            raw = raw or cfg.save_raw_tensor
+            shape = shape or cfg.save_shape
+            for item in cfg.reduction_items():
+                if item not in items:
+                    items.append(item)
+        if scalar:
+            # Scalars are always saved raw and never reduced.
+            return SavePlan(save_raw=True, save_shape=shape, reductions=())
+        order = {(op, a): i for i, (op, a) in enumerate(_write_order(items))}
+        return SavePlan(raw, shape, tuple(sorted(items, key=lambda it: order[it])))
+
+    def to_doc(self, num_workers: int) -> CollectionsDoc:
+        """The collections file: every known collection with its effective configs filled in."""
+        out: dict[str, Collection] = {}
+        for name, coll in self.collections.items():
+            out[name] = Collection(
+                name,
+                include_regex=coll.include_regex,
+                tensor_names=coll.tensor_names,
+                reduction_config=coll.reduction_config or self.reduction_config,
+                save_config=self.effective_save_config(name),
+                save_histogram=coll.save_histogram,
+            )
+        return CollectionsDoc(collections=out, num_workers=num_workers)
+
+
+def _write_order(items: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """smdebug's write order: reductions, norms, abs reductions, abs norms."""
+    norms = ("l1", "l2")
+
+    def rank(item: tuple[str, bool]) -> int:
+        op, is_abs = item
+        return (2 if is_abs else 0) + (1 if op in norms else 0)
+
+    return sorted(items, key=rank)

@@ -1,0 +1,315 @@
+"""The PyTorch adapter: smdebug's ``smdebug.pytorch.Hook`` API on top of :class:`BaseHook`.
+
+This is the only murphy module that imports torch. Names written (smdebug's):
+
+* parameters ``<RootClass>_<param_name>`` (e.g. ``Net_fc1.weight``), saved at the root module's
+  forward-pre-hook, i.e. the values *before* this step's optimizer update;
+* gradients ``gradient/<RootClass>_<param_name>`` (``Tensor.register_hook``);
+* module inputs/outputs ``<module_name>_input_<i>`` / ``<module_name>_output_<i>`` with names
+  from ``named_modules()`` (the root is its class name: ``Net_output_0``), only when a collection
+  matches;
+* ``register_loss(m)`` → ``<LossClass>_output_0``; ``record_tensor_value(n, t)`` →
+  ``<n>_output_0``; ``save_scalar(n, v)`` → ``scalar/<n>``;
+* ``register_optimizer(opt)`` → ``<OptClass>_<i>_<state key>`` (``i``: the parameter's position
+  in ``opt.param_groups``) in ``optimizer_variables``. Parameter *names* are not used here
+  because smdebug's ``weights`` regex would claim every name containing "weight".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from murphy.core.collection import CollectionKeys
+from murphy.core.reduction_config import ReductionConfig
+from murphy.core.save_config import SaveConfig
+from murphy.hook.backend import NumpyBackend
+from murphy.hook.base import BaseHook
+from murphy.hook.config import HookConfig
+from murphy.hook.guard import LOGGER_NAME, guarded
+from murphy.storage import ObjectStore
+
+_log = logging.getLogger(LOGGER_NAME)
+_NUMPY = NumpyBackend()
+
+
+class _Snap:
+    """A host copy of a tensor, possibly still being copied from the device."""
+
+    __slots__ = ("original_dtype", "tensor")
+
+    def __init__(self, tensor: torch.Tensor, original_dtype: str | None) -> None:
+        self.tensor = tensor
+        self.original_dtype = original_dtype
+
+
+class TorchBackend:
+    """Snapshots and reductions with torch ops on the tensor's own device."""
+
+    def __init__(self) -> None:
+        self._cuda_pending = False
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, torch.Tensor)
+
+    def snapshot(self, value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return _NUMPY.snapshot(value)
+        t = value.detach()
+        original = None
+        if t.dtype == torch.bfloat16:
+            # numpy has no bfloat16: widen (exactly) and tell the codec the original dtype.
+            t, original = t.float(), "bfloat16"
+        return _Snap(self._to_host(t, copy=original is None), original)
+
+    def reduce(self, value: Any, op: str, abs_: bool) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return _NUMPY.reduce(value, op, abs_)
+        t = value.detach()
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        elif not t.is_floating_point() and not t.is_complex():
+            t = t.double()
+        if abs_:
+            t = t.abs()
+        return _Snap(self._to_host(_reduce(t, op), copy=False), None)
+
+    def shape(self, value: Any) -> tuple[int, ...]:
+        if isinstance(value, torch.Tensor):
+            return tuple(int(d) for d in value.shape)
+        return _NUMPY.shape(value)
+
+    def fence(self) -> Callable[[], None] | None:
+        if not self._cuda_pending:
+            return None
+        self._cuda_pending = False
+        # Runs on the writer thread: waits for the non-blocking device→host copies of the step.
+        return torch.cuda.synchronize
+
+    def to_numpy(self, snap: Any) -> tuple[np.ndarray, str | None]:
+        if isinstance(snap, _Snap):
+            return snap.tensor.numpy(), snap.original_dtype
+        return np.asarray(snap), None
+
+    def _to_host(self, t: torch.Tensor, copy: bool) -> torch.Tensor:
+        if t.device.type == "cpu":
+            return t.clone() if copy else t
+        if t.device.type == "cuda":
+            self._cuda_pending = True
+            return t.to("cpu", non_blocking=True)
+        return t.to("cpu")
+
+
+def _nan(t: torch.Tensor) -> torch.Tensor:
+    # torch's unbiased std/var of one element is NaN *with a warning*; a user's ``-W error``
+    # must not turn that into a disabled hook.
+    return torch.full((), float("nan"), dtype=t.dtype, device=t.device)
+
+
+_REDUCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "min": lambda t: t.min(),
+    "max": lambda t: t.max(),
+    "mean": lambda t: t.mean(),
+    "std": lambda t: t.std() if t.numel() > 1 else _nan(t),
+    "variance": lambda t: t.var() if t.numel() > 1 else _nan(t),
+    "sum": lambda t: t.sum(),
+    "prod": lambda t: t.prod(),
+    "l1": lambda t: torch.linalg.vector_norm(t, ord=1),
+    "l2": lambda t: torch.linalg.vector_norm(t, ord=2),
+}
+
+
+def _reduce(t: torch.Tensor, op: str) -> torch.Tensor:
+    try:
+        fn = _REDUCTIONS[op]
+    except KeyError:
+        raise ValueError(f"unknown reduction {op!r}") from None
+    return fn(t)
+
+
+def _dist_rank_world() -> tuple[int, int]:
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    return 0, 1
+
+
+def _tensors(value: Any) -> list[torch.Tensor | None]:
+    items = value if isinstance(value, list | tuple) else [value]
+    return [x if isinstance(x, torch.Tensor) else None for x in items]
+
+
+class Hook(BaseHook):
+    """smdebug's PyTorch hook: ``hook.register_module(model)`` and train as usual."""
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | ObjectStore | None = None,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | None = None,
+        dry_run: bool = False,
+        reduction_config: ReductionConfig | None = None,
+        save_config: SaveConfig | None = None,
+        include_regex: list[str] | None = None,
+        include_collections: list[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        **kwargs: Any,
+    ) -> None:
+        rank, world = _dist_rank_world()
+        super().__init__(
+            out_dir, dry_run, reduction_config, save_config, include_regex, include_collections,
+            save_all, include_workers, backend=TorchBackend(), rank=rank, world_size=world, **kwargs,
+        )
+        if export_tensorboard or tensorboard_dir:
+            _log.warning("murphy hook: TensorBoard export is not supported; ignoring it")
+        self._module_names: dict[int, str] = {}
+        self._params: list[tuple[str, torch.nn.Parameter]] = []
+        self._param_ids: dict[int, int] = {}
+        self._optimizers: list[torch.optim.Optimizer] = []
+
+    @classmethod
+    def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None) -> Hook:
+        """A hook configured by ``debughookconfig.json`` (default path: see :class:`HookConfig`)."""
+        return cls.from_config(HookConfig.load(json_file_path))
+
+    @classmethod
+    def from_config(cls, cfg: HookConfig, **kwargs: Any) -> Hook:
+        """A hook configured by a parsed :class:`HookConfig`."""
+        hook = cls(
+            out_dir=cfg.out_dir,
+            reduction_config=cfg.reduction_config,
+            save_config=cfg.save_config,
+            include_regex=list(cfg.include_regex) or None,
+            include_collections=list(cfg.include_collections),
+            save_all=cfg.save_all,
+            include_workers=cfg.include_workers,
+            **kwargs,
+        )
+        for settings in cfg.collections:
+            coll = hook.get_collection(settings.name)
+            coll.include(list(settings.include_regex))
+            if settings.save_config is not None:
+                coll.save_config = settings.save_config
+            if settings.reduction_config is not None:
+                coll.reduction_config = settings.reduction_config
+            coll.save_histogram = settings.save_histogram
+        return hook
+
+    # ---- registration ----------------------------------------------------------------------
+
+    @guarded
+    def register_module(self, module: torch.nn.Module) -> None:
+        """Capture ``module``'s parameters, gradients and (when asked) layer inputs/outputs."""
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"register_module needs a torch.nn.Module, got {type(module).__name__}")
+        root = type(module).__name__
+        for name, sub in module.named_modules():
+            self._module_names[id(sub)] = root if name == "" else name
+            sub.register_forward_hook(self._forward_hook)
+        module.register_forward_pre_hook(self._forward_pre_hook)
+        for pname, param in module.named_parameters():
+            full = f"{root}_{pname}"
+            self._param_ids[id(param)] = len(self._params)
+            self._params.append((full, param))
+            if param.requires_grad:
+                param.register_hook(self._gradient_hook("gradient/" + full))  # type: ignore[no-untyped-call]
+
+    register_hook = register_module
+
+    @guarded
+    def register_loss(self, loss_module: torch.nn.Module) -> None:
+        """Save the loss module's output as ``<LossClass>_output_0``."""
+        self._module_names[id(loss_module)] = type(loss_module).__name__
+        loss_module.register_forward_hook(self._forward_hook)
+
+    @guarded
+    def register_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Save the optimizer's state tensors in ``optimizer_variables`` (see module docs)."""
+        self._optimizers.append(optimizer)
+        prefix = "^" + re.escape(type(optimizer).__name__) + r"_\d+_"
+        self.get_collection(CollectionKeys.OPTIMIZER_VARIABLES).include(prefix)
+
+    @guarded
+    def record_tensor_value(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
+        """Save a functional loss (or any tensor) as ``<tensor_name>_output_0``."""
+        self._save_torch(f"{tensor_name}_output_0", tensor_value)
+
+    # ---- callbacks -------------------------------------------------------------------------
+
+    @guarded
+    def _forward_pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
+        self._begin_step()
+        if not self._is_saving():
+            return
+        for name, param in self._params:
+            self._save_torch(name, param)
+        for opt in self._optimizers:
+            self._save_optimizer(opt)
+
+    @guarded
+    def _forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
+        if not self._is_saving():
+            return
+        name = self._module_names.get(id(module), type(module).__name__)
+        for i, t in enumerate(_tensors(inputs)):
+            if t is not None:
+                self._save_torch(f"{name}_input_{i}", t)
+        for i, t in enumerate(_tensors(outputs)):
+            if t is not None:
+                self._save_torch(f"{name}_output_{i}", t)
+
+    def _gradient_hook(self, name: str) -> Callable[[torch.Tensor], None]:
+        def hook(grad: torch.Tensor) -> None:
+            self._grad(name, grad)
+
+        return hook
+
+    @guarded
+    def _grad(self, name: str, grad: torch.Tensor) -> None:
+        if self._is_saving():
+            self._save_torch(name, grad)
+
+    def _save_optimizer(self, opt: torch.optim.Optimizer) -> None:
+        cls = type(opt).__name__
+        index = 0
+        for group in opt.param_groups:
+            for param in group["params"]:
+                for key, value in opt.state.get(param, {}).items():
+                    if isinstance(value, torch.Tensor):
+                        self._save_torch(f"{cls}_{index}_{key}", value)
+                index += 1
+
+    def _save_torch(self, name: str, value: Any) -> None:
+        # smdebug never writes zero-size tensors.
+        if isinstance(value, torch.Tensor) and value.numel() == 0:
+            return
+        self._save(name, value)
+
+
+_HOOK: Hook | None = None
+
+
+def get_hook(
+    json_config_path: str | os.PathLike[str] | None = None, create_if_not_exists: bool = False
+) -> Hook | None:
+    """The process-wide hook; with ``create_if_not_exists`` it is built from the JSON config
+    when that file exists (None otherwise, like smdebug outside SageMaker)."""
+    global _HOOK
+    if _HOOK is None and create_if_not_exists:
+        path = json_config_path if json_config_path is not None else HookConfig.default_path()
+        if os.path.exists(path):
+            _HOOK = Hook.create_from_json_file(path)
+    return _HOOK
+
+
+def set_hook(hook: Hook | None) -> None:
+    """Replace the process-wide hook (tests; or to share a hand-built hook with libraries)."""
+    global _HOOK
+    _HOOK = hook

@@ -1,0 +1,145 @@
+"""Index files: one JSON object per (step, worker) naming every record of the step's events file.
+
+    {"meta": {"mode": "TRAIN", "mode_step": 3, "event_file_name": "events/.../..._worker_0.tfevents"},
+     "tensor_payload": [{"tensorname": "...", "start_idx": 0, "length": 260}, ...],
+     "shape_payload":  [{"tensorname": "...", "originalname": "...", "shape": [8, 4]}]}
+
+``start_idx``/``length`` cover the whole framed record (header, payload and footer).
+``shape_payload`` is filled only when shapes were recorded; like smdebug 1.0.34 (verified
+byte-for-byte) the key is always written, as ``[]`` when empty.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from murphy.core.modes import ModeKeys
+from murphy.exceptions import CorruptIndex
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """Where one tensor's record lies in the step's events file."""
+
+    tensorname: str
+    start_idx: int
+    length: int
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"tensorname": self.tensorname, "start_idx": self.start_idx, "length": self.length}
+
+
+@dataclass(frozen=True)
+class ShapeEntry:
+    """A tensor's shape, saved when ``ReductionConfig.save_shape`` is on."""
+
+    tensorname: str
+    originalname: str
+    shape: tuple[int, ...]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"tensorname": self.tensorname, "originalname": self.originalname, "shape": list(self.shape)}
+
+
+@dataclass
+class StepIndex:
+    """The index file of one (step, worker)."""
+
+    mode: ModeKeys
+    mode_step: int
+    event_file_name: str
+    tensors: list[IndexEntry] = field(default_factory=list)
+    shapes: list[ShapeEntry] = field(default_factory=list)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The exact smdebug JSON object."""
+        doc: dict[str, Any] = {
+            "meta": {
+                "mode": ModeKeys(self.mode).name,
+                "mode_step": self.mode_step,
+                "event_file_name": self.event_file_name,
+            },
+            "tensor_payload": [t.to_json_dict() for t in self.tensors],
+            "shape_payload": [s.to_json_dict() for s in self.shapes],
+        }
+        return doc
+
+    def to_json_bytes(self) -> bytes:
+        """The file's bytes (UTF-8 JSON)."""
+        return json.dumps(self.to_json_dict()).encode("utf-8")
+
+    @classmethod
+    def from_json_bytes(cls, data: bytes) -> StepIndex:
+        """Parse an index file; raises :class:`CorruptIndex` (torn write, wrong schema)."""
+        try:
+            doc = json.loads(data)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CorruptIndex(f"index file is not valid JSON: {exc}") from exc
+        return cls.from_json_dict(doc)
+
+    @classmethod
+    def from_json_dict(cls, doc: Any) -> StepIndex:
+        """Validate and convert a parsed index object; raises :class:`CorruptIndex`."""
+        if not isinstance(doc, dict):
+            raise CorruptIndex("index file is not a JSON object")
+        meta = doc.get("meta")
+        if not isinstance(meta, dict) or not meta:
+            raise CorruptIndex("index file has no 'meta' object")
+        if "tensor_payload" not in doc and "shape_payload" not in doc:
+            raise CorruptIndex("index file has neither 'tensor_payload' nor 'shape_payload'")
+        mode_name = meta.get("mode")
+        if not isinstance(mode_name, str) or mode_name not in ModeKeys.__members__:
+            raise CorruptIndex(f"index meta has an invalid mode {mode_name!r}")
+        event_file = meta.get("event_file_name")
+        if not isinstance(event_file, str) or not event_file:
+            raise CorruptIndex("index meta has no event_file_name")
+        return cls(
+            mode=ModeKeys[mode_name],
+            mode_step=_int(meta.get("mode_step"), "meta.mode_step"),
+            event_file_name=event_file,
+            tensors=[_index_entry(e) for e in _list(doc.get("tensor_payload"), "tensor_payload")],
+            shapes=[_shape_entry(e) for e in _list(doc.get("shape_payload"), "shape_payload")],
+        )
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise CorruptIndex(f"{what} is not a list")
+    return value
+
+
+def _int(value: Any, what: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise CorruptIndex(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise CorruptIndex(f"{what} must be a string, got {value!r}")
+    return value
+
+
+def _index_entry(e: Any) -> IndexEntry:
+    if not isinstance(e, dict):
+        raise CorruptIndex("tensor_payload entry is not an object")
+    return IndexEntry(
+        tensorname=_str(e.get("tensorname"), "tensorname"),
+        start_idx=_int(e.get("start_idx"), "start_idx"),
+        length=_int(e.get("length"), "length", minimum=1),
+    )
+
+
+def _shape_entry(e: Any) -> ShapeEntry:
+    if not isinstance(e, dict):
+        raise CorruptIndex("shape_payload entry is not an object")
+    name = _str(e.get("tensorname"), "tensorname")
+    original = e.get("originalname", name)
+    shape = e.get("shape")
+    if not isinstance(shape, list):
+        raise CorruptIndex(f"shape of {name!r} is not a list")
+    return ShapeEntry(name, _str(original, "originalname"), tuple(_int(s, "shape dimension") for s in shape))

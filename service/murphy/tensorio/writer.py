@@ -1,0 +1,139 @@
+"""Writing one step: the events file, then the index file that points into it.
+
+The store's ``put`` is atomic, and the events file is put before its index, so a reader that
+discovers steps through index files never sees an index without its events (on stores with
+read-after-write consistency).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from murphy.core.collection import CollectionsDoc
+from murphy.core.modes import ModeKeys
+from murphy.exceptions import SMDebugRuntimeError
+from murphy.storage.base import ObjectStore
+from murphy.tensorio.events import encode_tensor_event_parts
+from murphy.tensorio.framing import Buffer, frame_parts
+from murphy.tensorio.index import IndexEntry, ShapeEntry, StepIndex
+from murphy.tensorio.locations import (
+    DEFAULT_WORKER_NAME,
+    END_OF_TRAINING_KEY,
+    collections_file_key,
+    event_file_key,
+    index_file_key,
+)
+
+
+class StepWriter:
+    """Buffers the records of one (global step, worker) and writes them on :meth:`close`.
+
+    Each :meth:`add` encodes (and so copies) the tensor at once, so the caller may reuse or
+    mutate its array afterwards. Zero-size arrays are skipped, as smdebug does. Nothing is
+    written for a step with no records and no shapes. Usable as a context manager.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        step: int,
+        worker: str = DEFAULT_WORKER_NAME,
+        mode: ModeKeys = ModeKeys.GLOBAL,
+        mode_step: int | None = None,
+    ) -> None:
+        self.store = store
+        self.step = step
+        self.worker = worker
+        self.mode = ModeKeys(mode)
+        self.mode_step = step if mode_step is None else mode_step
+        self.event_file_name = event_file_key(step, worker)
+        self.index_file_name = index_file_key(step, worker)
+        self._parts: list[Buffer] = []
+        self._entries: list[IndexEntry] = []
+        self._shapes: list[ShapeEntry] = []
+        self._offset = 0
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def num_records(self) -> int:
+        """How many tensor records are buffered."""
+        return len(self._entries)
+
+    def add(
+        self,
+        name: str,
+        array: Any,
+        *,
+        shape_of: Sequence[int] | None = None,
+        original_dtype: str | None = None,
+        wall_time: float | None = None,
+    ) -> IndexEntry | None:
+        """Buffer one tensor record; returns its index entry (None if skipped: zero-size).
+
+        ``shape_of`` also records that shape in the index's ``shape_payload``.
+        """
+        self._check_open()
+        if shape_of is not None:
+            self.add_shape(name, shape_of)
+        if getattr(array, "size", 1) == 0:
+            return None
+        payload = encode_tensor_event_parts(
+            name, array, step=self.step, mode=self.mode, mode_step=self.mode_step,
+            wall_time=wall_time, original_dtype=original_dtype,
+        )
+        parts, length = frame_parts(payload)
+        entry = IndexEntry(name, self._offset, length)
+        self._parts.extend(parts)
+        self._entries.append(entry)
+        self._offset += length
+        return entry
+
+    def add_shape(self, name: str, shape: Sequence[int], *, original_name: str | None = None) -> None:
+        """Record a tensor's shape in ``shape_payload`` (no tensor record)."""
+        self._check_open()
+        self._shapes.append(ShapeEntry(name, original_name or name, tuple(int(s) for s in shape)))
+
+    def index(self) -> StepIndex:
+        """The index this writer will write."""
+        return StepIndex(self.mode, self.mode_step, self.event_file_name, list(self._entries), list(self._shapes))
+
+    def close(self) -> None:
+        """Put the events file, then the index file. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._entries:
+            self.store.put(self.event_file_name, b"".join(self._parts))
+        if self._entries or self._shapes:
+            self.store.put(self.index_file_name, self.index().to_json_bytes())
+        self._parts = []
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SMDebugRuntimeError(f"writer for step {self.step} ({self.worker}) is closed")
+
+    def __enter__(self) -> StepWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def write_collections(store: ObjectStore, doc: CollectionsDoc, worker: str = DEFAULT_WORKER_NAME) -> str:
+    """Put ``collections/000000000/<worker>_collections.json``; returns the key."""
+    key = collections_file_key(worker)
+    store.put(key, doc.to_json_bytes())
+    return key
+
+
+def write_end_of_training(store: ObjectStore) -> None:
+    """Put the empty ``training_job_end.ts`` marker."""
+    store.put(END_OF_TRAINING_KEY, b"")
