@@ -46,7 +46,7 @@ def test_cli_trial_summarises_a_run(tmp_path: Path) -> None:
     )
     proc = _run([sys.executable, "-c", train])
     assert proc.returncode == 0, proc.stderr
-    cli = _run([sys.executable, "-m", "murphy.cli", "trial", str(out_dir), "--values"])
+    cli = _run([str(Path(sys.executable).parent / "murphy"), "trial", str(out_dir), "--values"])
     assert cli.returncode == 0, cli.stderr
     assert "steps: 4 (0..3)" in cli.stdout
     assert "training ended: True" in cli.stdout

@@ -1,0 +1,7 @@
+"""``python -m murphy.cli``."""
+
+import sys
+
+from murphy.cli import main
+
+sys.exit(main())

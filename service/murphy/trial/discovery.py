@@ -1,0 +1,96 @@
+"""Finding new index files: one ``list(index/, start_after=last_index_token)`` per refresh.
+
+The token only moves up to the index key of the last *complete* step, so files of incomplete
+steps are listed again on later refreshes; the keys already read past the token are remembered
+(and forgotten once the token passes them) so each file is fetched and parsed exactly once.
+
+A corrupt index file is skipped with a warning. Stores publish index files atomically (local:
+write to ``.tmp`` + rename; S3: one PutObject), so a torn file is real damage, not a write in
+progress; it is still retried on the next few refreshes in case a non-atomic store showed it
+early, then given up on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from murphy.exceptions import CorruptIndex, ObjectNotFound
+from murphy.storage.base import ObjectStore
+from murphy.tensorio.index import StepIndex
+from murphy.tensorio.locations import INDEX_PREFIX, parse_index_key
+
+log = logging.getLogger(__name__)
+
+CORRUPT_INDEX_RETRIES = 3
+_NEVER_TOKEN = 1 << 62
+
+
+@dataclass(frozen=True)
+class FoundIndex:
+    """One newly read index file."""
+
+    key: str
+    step: int
+    worker: str
+    index: StepIndex
+
+
+class IndexScanner:
+    """Lists and parses index files not read before."""
+
+    def __init__(self, store: ObjectStore, range_steps: tuple[int | None, int | None] | None = None) -> None:
+        self._store = store
+        self._range = range_steps
+        self.last_index_token: str | None = None
+        self._read: dict[str, int] = {}  # key → step, for keys past the token already handled
+        self._bad: dict[str, int] = {}
+
+    def _in_range(self, step: int) -> bool:
+        if self._range is None:
+            return True
+        begin, end = self._range
+        return (begin is None or step >= begin) and (end is None or step < end)
+
+    def scan(self) -> Iterator[FoundIndex]:
+        """Yield every index file listed after the token that was not read yet."""
+        for key in self._store.list(INDEX_PREFIX, start_after=self.last_index_token):
+            if key in self._read:
+                continue
+            parsed = parse_index_key(key)
+            if parsed is None or not self._in_range(parsed[0]):
+                # Foreign keys never become the token: they may sort after real index keys.
+                self._read[key] = parsed[0] if parsed else _NEVER_TOKEN
+                continue
+            step, worker = parsed
+            try:
+                index = StepIndex.from_json_bytes(self._store.get(key))
+            except ObjectNotFound:
+                continue  # deleted between list and get
+            except CorruptIndex as exc:
+                self._corrupt(key, step, exc)
+                continue
+            self._read[key] = step
+            yield FoundIndex(key, step, worker, index)
+
+    def _corrupt(self, key: str, step: int, exc: CorruptIndex) -> None:
+        tries = self._bad.get(key, 0) + 1
+        self._bad[key] = tries
+        if tries == 1:
+            log.warning("skipping corrupt index file %s: %s", key, exc)
+        if tries >= CORRUPT_INDEX_RETRIES:
+            self._read[key] = step
+            self._bad.pop(key, None)
+
+    def advance(self, last_complete_step: int) -> None:
+        """Move the token to the last key read whose step is ≤ ``last_complete_step``."""
+        done = [k for k, s in self._read.items() if s <= last_complete_step]
+        if not done:
+            return
+        token = max(done)
+        if self.last_index_token is not None and token <= self.last_index_token:
+            return
+        self.last_index_token = token
+        self._read = {k: s for k, s in self._read.items() if k > token}
+        self._bad = {k: n for k, n in self._bad.items() if k > token}

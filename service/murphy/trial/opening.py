@@ -1,0 +1,136 @@
+"""Opening a trial: reader settings (with smdebug's environment overrides) and the wait for the
+collections files, which every trial needs before it can say anything."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from murphy.core.collection import Collection, CollectionsDoc
+from murphy.exceptions import CorruptCollections, MissingCollectionFiles, ObjectNotFound
+from murphy.storage.base import ObjectStore
+from murphy.tensorio.locations import (
+    COLLECTIONS_PREFIX,
+    END_OF_TRAINING_KEY,
+    worker_from_collections_key,
+)
+
+log = logging.getLogger(__name__)
+
+INCOMPLETE_STEP_WAIT_WINDOW_ENV = "SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW"
+TRAINING_END_DELAY_REFRESH_ENV = "SMDEBUG_TRAINING_END_DELAY_REFRESH"
+DEFAULT_INCOMPLETE_STEP_WAIT_WINDOW = 1000
+DEFAULT_END_DELAY_LOCAL = 0.1
+DEFAULT_END_DELAY_S3 = 1.0
+DEFAULT_MISSING_EVENT_TIMEOUT = 60.0
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        log.warning("ignoring %s=%r: not a number", name, raw)
+        return default
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    """How a trial polls and how long it waits. Built once per trial (never at import)."""
+
+    poll_interval: float = 0.1
+    end_delay: float = DEFAULT_END_DELAY_LOCAL
+    missing_event_timeout: float = DEFAULT_MISSING_EVENT_TIMEOUT
+    no_marker_timeout: float | None = None
+    incomplete_step_window: int = DEFAULT_INCOMPLETE_STEP_WAIT_WINDOW
+
+    @classmethod
+    def resolve(
+        cls,
+        store_uri: str,
+        *,
+        poll_interval: float,
+        end_delay: float | None,
+        missing_event_timeout: float | None,
+        no_marker_timeout: float | None,
+    ) -> ReaderSettings:
+        """Explicit arguments win, then smdebug's environment variables, then murphy's defaults
+        (a short end delay for local stores; S3 keeps smdebug's 1 s for sync lag)."""
+        if end_delay is None:
+            default = DEFAULT_END_DELAY_S3 if store_uri.startswith("s3://") else DEFAULT_END_DELAY_LOCAL
+            end_delay = _env_number(TRAINING_END_DELAY_REFRESH_ENV, default)
+        window = int(_env_number(INCOMPLETE_STEP_WAIT_WINDOW_ENV, DEFAULT_INCOMPLETE_STEP_WAIT_WINDOW))
+        return cls(
+            poll_interval=max(0.0, poll_interval),
+            end_delay=max(0.0, end_delay),
+            missing_event_timeout=(
+                DEFAULT_MISSING_EVENT_TIMEOUT if missing_event_timeout is None else missing_event_timeout
+            ),
+            no_marker_timeout=no_marker_timeout,
+            incomplete_step_window=max(1, window),
+        )
+
+
+@dataclass
+class LoadedCollections:
+    """The first readable collections file's collections, and every worker that wrote one."""
+
+    collections: dict[str, Collection]
+    num_workers: int
+    workers: set[str]
+
+
+def _collection_keys(store: ObjectStore) -> list[str]:
+    return [k for k in store.list(COLLECTIONS_PREFIX) if k.endswith("collections.json")]
+
+
+def _first_doc(store: ObjectStore, keys: list[str]) -> CollectionsDoc | None:
+    errors: list[str] = []
+    for key in keys:
+        try:
+            return CollectionsDoc.from_json_bytes(store.get(key))
+        except ObjectNotFound:
+            continue
+        except CorruptCollections as exc:
+            errors.append(f"{key}: {exc}")
+    if errors:
+        raise CorruptCollections("no readable collections file: " + "; ".join(errors))
+    return None
+
+
+def load_collections(store: ObjectStore, settings: ReaderSettings) -> LoadedCollections:
+    """Wait for the collections files like smdebug (first one, then ``num_workers`` of them).
+
+    Polls every ``poll_interval``. Raises :class:`MissingCollectionFiles` when the end-of-training
+    marker shows up first, or when ``no_marker_timeout`` passes without a file.
+    """
+    started = time.monotonic()
+    doc: CollectionsDoc | None = None
+    warned = False
+    while True:
+        keys = _collection_keys(store)
+        if doc is None and keys:
+            doc = _first_doc(store, keys)
+        if doc is not None and len(keys) >= doc.num_workers:
+            break
+        ended = store.exists(END_OF_TRAINING_KEY)
+        if ended and doc is not None:
+            log.warning("training ended with %d of %d collections files", len(keys), doc.num_workers)
+            break
+        if ended:
+            raise MissingCollectionFiles(f"Training has ended and no collection files were found under {store.uri}")
+        waited = time.monotonic() - started
+        if settings.no_marker_timeout is not None and waited >= settings.no_marker_timeout:
+            raise MissingCollectionFiles(
+                f"no collections files under {store.uri} after {waited:.1f} s (no_marker_timeout)"
+            )
+        if not warned and waited > 10:
+            log.warning("waiting for collections files under %s; is the trial path right?", store.uri)
+            warned = True
+        time.sleep(max(settings.poll_interval, 0.001))
+    workers = {w for w in (worker_from_collections_key(k) for k in keys) if w is not None}
+    return LoadedCollections(doc.collections, doc.num_workers, workers)

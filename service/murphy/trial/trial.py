@@ -1,0 +1,344 @@
+"""``Trial``: smdebug's reader over one training job's tensor output, on any ``ObjectStore``.
+
+Discovery is from index files only (see :mod:`murphy.trial.discovery`); values are fetched
+lazily, one ranged record at a time (see :mod:`murphy.trial.fetch`). ``maybe_refresh()`` runs on
+most queries, as in smdebug, but lists the store at most once per ``poll_interval``;
+``refresh()`` always lists.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from murphy.core.collection import Collection, CollectionKeys
+from murphy.core.modes import ModeKeys
+from murphy.exceptions import NoMoreData, StepUnavailable, TensorUnavailable
+from murphy.storage.base import ObjectStore
+from murphy.tensorio.index import StepIndex
+from murphy.tensorio.locations import END_OF_TRAINING_KEY, parse_reduction_name
+from murphy.trial.discovery import IndexScanner
+from murphy.trial.fetch import RecordFetcher
+from murphy.trial.opening import ReaderSettings, load_collections
+from murphy.trial.state import StepBook, StepState
+from murphy.trial.tensor import Tensor
+
+log = logging.getLogger(__name__)
+
+
+class NoMoreDataTimeout(NoMoreData):
+    """``wait_for_steps`` gave up: no new data and no end-of-training marker for
+    ``no_marker_timeout`` seconds (a run that died without closing its hook)."""
+
+    def __init__(self, step: int, mode: Any, last_step: int | None, timeout: float) -> None:
+        super().__init__(step, mode, last_step)
+        self.timeout = timeout
+        self.args = (
+            f"{self.args[0]} (no new data and no {END_OF_TRAINING_KEY} for {timeout:g} s; "
+            "the training job probably died)",
+        )
+
+
+class Trial:
+    """One training job's saved tensors. Build it with :func:`murphy.trial.create_trial`."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        name: str,
+        path: str,
+        settings: ReaderSettings,
+        range_steps: tuple[int | None, int | None] | None = None,
+        check: bool = False,
+        index_mode: bool = True,
+        cache: bool = False,
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.range_steps = range_steps
+        self.check = check
+        self.index_mode = index_mode
+        self.cache = cache
+        self.dynamic_refresh = True
+        self._store = store
+        self._settings = settings
+        self._lock = threading.RLock()
+        self._tensors: dict[str, Tensor] = {}
+        self._step_tensors: dict[int, set[str]] = {}
+        self._mode_tensors: dict[ModeKeys, set[str]] = {}
+        self._event_sizes: dict[str, int] = {}
+        self._scanner = IndexScanner(store, range_steps)
+        self._fetcher = RecordFetcher(
+            store,
+            file_sizes=self._event_sizes,
+            missing_event_timeout=settings.missing_event_timeout,
+            poll_interval=settings.poll_interval,
+            training_ended=self.training_has_ended,
+        )
+        loaded = load_collections(store, settings)
+        self._collections = loaded.collections
+        self._workers = set(loaded.workers)
+        self._book = StepBook(loaded.num_workers)
+        self._last_refresh = float("-inf")
+        self._last_new_data = time.monotonic()
+        self.refresh()
+
+    def __repr__(self) -> str:
+        return f"<murphy Trial name={self.name!r} path={self.path!r} steps={len(self._book.global_to_mode)}>"
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.path))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Trial):
+            return NotImplemented
+        return (self.name, self.path) == (other.name, other.path)
+
+    # --- state --------------------------------------------------------------------------------
+
+    @property
+    def store(self) -> ObjectStore:
+        return self._store
+
+    @property
+    def loaded_all_steps(self) -> bool:
+        """True once the end-of-training marker was seen and the final refreshes done."""
+        return self._book.loaded_all_steps
+
+    @property
+    def last_complete_step(self) -> int:
+        return self._book.last_complete_step
+
+    @property
+    def num_workers(self) -> int:
+        return self._book.num_workers
+
+    @property
+    def last_index_token(self) -> str | None:
+        return self._scanner.last_index_token
+
+    def training_has_ended(self) -> bool:
+        """True if ``training_job_end.ts`` exists."""
+        return self._store.exists(END_OF_TRAINING_KEY)
+
+    # --- refresh ------------------------------------------------------------------------------
+
+    def maybe_refresh(self, name: str | None = None) -> None:
+        """Refresh unless refreshing is off, all steps are loaded, or one ran < poll_interval ago."""
+        if self._book.loaded_all_steps or not self.dynamic_refresh:
+            return
+        if time.monotonic() - self._last_refresh < self._settings.poll_interval:
+            return
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read new index files; on the end marker, refresh once more after ``end_delay`` and
+        mark every step loaded."""
+        with self._lock:
+            if self._book.loaded_all_steps:
+                return
+            ended = self.training_has_ended()
+            self._read_new_index_files()
+            if ended:
+                if self._settings.end_delay > 0:
+                    time.sleep(self._settings.end_delay)
+                self._read_new_index_files()
+                self._book.mark_ended()
+                log.info("trial %s: training has ended; loaded all steps", self.name)
+
+    def _read_new_index_files(self) -> None:
+        found = False
+        for item in self._scanner.scan():
+            self._add_index(item.step, item.worker, item.index)
+            found = True
+        now = time.monotonic()
+        if found:
+            self._last_new_data = now
+        self._book.apply_window(self._settings.incomplete_step_window)
+        self._scanner.advance(self._book.last_complete_step)
+        self._last_refresh = now
+
+    def _tensor_for(self, name: str) -> Tensor:
+        t = self._tensors.get(name)
+        if t is None:
+            t = self._tensors[name] = Tensor(name, self, cache=self.cache)
+        return t
+
+    def _add_index(self, step: int, worker: str, index: StepIndex) -> None:
+        mode = index.mode
+        self._book.add(step, worker, mode, index.mode_step)
+        self._workers.add(worker)
+        names = self._step_tensors.setdefault(step, set())
+        fname = index.event_file_name
+        end = self._event_sizes.get(fname, 0)
+        for entry in index.tensors:
+            loc = (fname, entry.start_idx, entry.length)
+            end = max(end, entry.start_idx + entry.length)
+            red = parse_reduction_name(entry.tensorname)
+            if red is None:
+                self._tensor_for(entry.tensorname).add_location(step, worker, loc)
+                names.add(entry.tensorname)
+            else:
+                base, op, abs_ = red
+                self._tensor_for(base).add_reduction(step, worker, op, abs_, loc)
+                names.add(base)
+        for shape in index.shapes:
+            self._tensor_for(shape.tensorname).add_shape(
+                step, worker, tuple(shape.shape), shape.originalname
+            )
+            names.add(shape.tensorname)
+        self._event_sizes[fname] = end
+        if mode is not ModeKeys.GLOBAL:
+            self._mode_tensors.setdefault(mode, set()).update(names)
+
+    # --- tensors ------------------------------------------------------------------------------
+
+    def has_tensor(self, tname: str) -> bool:
+        """True if the tensor (or a reduction of it) was saved at some step."""
+        if tname not in self._tensors:
+            self.maybe_refresh(tname)
+        return tname in self._tensors
+
+    def tensor(self, tname: str) -> Tensor:
+        """The :class:`Tensor` named ``tname``; ``TensorUnavailable`` if it was never saved."""
+        if self.has_tensor(tname):
+            return self._tensors[tname]
+        raise TensorUnavailable(tname)
+
+    def tensor_names(
+        self,
+        show_prefixed_tensors: bool = False,
+        *,
+        step: int | None = None,
+        mode: ModeKeys = ModeKeys.GLOBAL,
+        regex: str | Iterable[str] | None = None,
+        collection: str | Collection | None = None,
+    ) -> list[str]:
+        """Sorted names saved (at ``step`` of ``mode`` if given), filtered by ``regex`` (str or
+        list, ``re.search``) or by ``collection`` (name or Collection), not both.
+
+        Reductions are folded into their base name; ``show_prefixed_tensors`` is accepted for
+        smdebug compatibility and changes nothing (as in smdebug 1.0.34).
+        """
+        if regex is not None and collection is not None:
+            raise ValueError("Only one of `regex` or `collection` can be passed to this method")
+        self.maybe_refresh()
+        if step is not None:
+            g = self._book.global_step(mode, step)
+            names: Iterable[str] = self._step_tensors.get(g, ()) if g is not None else ()
+        elif mode is ModeKeys.GLOBAL:
+            names = self._tensors.keys()
+        else:
+            names = self._mode_tensors.get(mode, ())
+        if regex is not None:
+            patterns = [re.compile(r) for r in ([regex] if isinstance(regex, str) else list(regex))]
+            return sorted(n for n in names if any(p.search(n) for p in patterns))
+        if collection is not None:
+            coll = self.collection(collection if isinstance(collection, str) else collection.name)
+            return sorted(n for n in names if coll.matches(n))
+        return sorted(names)
+
+    def _values_of(self, names: list[str], step: int, mode: ModeKeys) -> list[np.ndarray[Any, Any]]:
+        return [self.tensor(n).value(step, mode=mode) for n in names]
+
+    def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
+        """Values of the ``inputs`` collection's tensors at the step, by name."""
+        if CollectionKeys.INPUTS not in self._collections:
+            return []
+        return self._values_of(self.tensor_names(step=step, mode=mode, collection=CollectionKeys.INPUTS), step, mode)
+
+    def labels(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
+        """Values of the tensors named like ``labels`` at the step."""
+        return self._values_of(self.tensor_names(step=step, mode=mode, regex="labels*"), step, mode)
+
+    def predictions(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
+        """Values of the tensors named like ``predictions`` at the step."""
+        return self._values_of(self.tensor_names(step=step, mode=mode, regex="predictions*"), step, mode)
+
+    # --- collections and workers --------------------------------------------------------------
+
+    def collections(self) -> dict[str, Collection]:
+        """Every collection of the (first) collections file, saved or not."""
+        return self._collections
+
+    def collection(self, coll_name: str) -> Collection:
+        """One collection by name (``KeyError`` if unknown, as smdebug)."""
+        return self._collections[coll_name]
+
+    def workers(self) -> list[str]:
+        """Workers that wrote a collections or index file, sorted."""
+        self.maybe_refresh()
+        return sorted(self._workers)
+
+    # --- steps and modes ----------------------------------------------------------------------
+
+    def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Saved steps (mode steps for a mode), sorted; incomplete ones only on request."""
+        self.maybe_refresh()
+        return list(self._book.steps(mode, show_incomplete_steps))
+
+    def modes(self) -> list[ModeKeys]:
+        """Modes seen, GLOBAL excluded."""
+        self.maybe_refresh()
+        return sorted(self._book.mode_to_global, key=lambda m: m.value)
+
+    def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
+        """The global step of ``(mode, mode_step)``, or None if it was not saved."""
+        g = self._book.global_step(mode, mode_step)
+        if g is None:
+            self.maybe_refresh()
+            g = self._book.global_step(mode, mode_step)
+        return g
+
+    def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
+        """``(mode, mode_step)`` of a global step, ``(None, None)`` if not saved."""
+        x = self._book.global_to_mode.get(global_step)
+        if x is None:
+            self.maybe_refresh()
+            x = self._book.global_to_mode.get(global_step)
+        return (None, None) if x is None else x
+
+    def mode(self, global_step: int) -> ModeKeys | None:
+        return self.mode_modestep(global_step)[0]
+
+    def mode_step(self, global_step: int) -> int | None:
+        return self.mode_modestep(global_step)[1]
+
+    def has_passed_step(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> StepState:
+        """AVAILABLE (saved and complete), UNAVAILABLE (skipped / past the end) or NOT_YET_AVAILABLE."""
+        self.maybe_refresh()
+        return self._book.has_passed_step(step, mode)
+
+    def wait_for_steps(self, required_steps: Iterable[int], mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+        """Block until each step is available; raise ``StepUnavailable`` for a skipped step and
+        ``NoMoreData`` for one past the end (``NoMoreDataTimeout`` after ``no_marker_timeout``
+        seconds without new data or end marker, when that is set)."""
+        for step in required_steps:
+            self._wait_for_step(step, mode)
+
+    def _wait_for_step(self, step: int, mode: ModeKeys) -> None:
+        waiting_since = time.monotonic()
+        timeout = self._settings.no_marker_timeout
+        while True:
+            # Like smdebug's ``with refresh(trial)``: waiting refreshes even under no_refresh.
+            if time.monotonic() - self._last_refresh >= self._settings.poll_interval:
+                self.refresh()
+            state = self._book.has_passed_step(step, mode)
+            if state is StepState.AVAILABLE:
+                return
+            last = self._book.last_step(mode)
+            if state is StepState.UNAVAILABLE:
+                if self._book.loaded_all_steps and step > last:
+                    raise NoMoreData(step, mode, last)
+                raise StepUnavailable(step, mode)
+            quiet_for = time.monotonic() - max(waiting_since, self._last_new_data)
+            if timeout is not None and quiet_for >= timeout:
+                raise NoMoreDataTimeout(step, mode, last, timeout)
+            time.sleep(max(self._settings.poll_interval, 0.001))
