@@ -7,7 +7,6 @@ struct.error, and unknown fields of every wire type (including deprecated groups
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 
 from murphy.exceptions import CorruptRecord
 
@@ -74,37 +73,56 @@ def read_double(buf: memoryview, pos: int) -> float:
     return float(_F64.unpack_from(buf, pos)[0])
 
 
-def iter_fields(buf: memoryview, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """Yield ``(field, wire_type, a, b)`` for each field of the message in ``buf[start:end]``.
+def iter_fields(buf: memoryview, start: int, end: int) -> list[tuple[int, int, int, int]]:
+    """The fields of the message in ``buf[start:end]`` as ``(field, wire_type, a, b)`` tuples.
 
     VARINT: ``a`` is the value. FIXED64/FIXED32: ``a`` is the offset of the value. LEN: ``a:b`` is
-    the payload range. Groups are skipped (not yielded).
+    the payload range. Groups are skipped (not returned).
+
+    This is the trial's hot loop (one call per message level per record), so one-byte varints,
+    which are nearly all tags and lengths, are decoded inline and a list is built instead of
+    running a generator.
     """
+    out: list[tuple[int, int, int, int]] = []
+    append = out.append
     pos = start
     while pos < end:
-        tag, pos = decode_varint(buf, pos, end)
+        tag = buf[pos]
+        if tag < 0x80:
+            pos += 1
+        else:
+            tag, pos = decode_varint(buf, pos, end)
         field, wire = tag >> 3, tag & 7
         if field == 0:
             raise CorruptRecord("field number 0")
-        if wire == VARINT:
-            value, pos = decode_varint(buf, pos, end)
-            yield field, wire, value, pos
+        if wire == LEN:
+            if pos < end and buf[pos] < 0x80:
+                length = buf[pos]
+                pos += 1
+            else:
+                length, pos = decode_varint(buf, pos, end)
+            if length > end - pos:
+                raise CorruptRecord("length-delimited field runs past its message")
+            append((field, wire, pos, pos + length))
+            pos += length
+        elif wire == VARINT:
+            if pos < end and buf[pos] < 0x80:
+                append((field, wire, buf[pos], pos + 1))
+                pos += 1
+            else:
+                value, pos = decode_varint(buf, pos, end)
+                append((field, wire, value, pos))
         elif wire in (FIXED64, FIXED32):
             size = 8 if wire == FIXED64 else 4
             if pos + size > end:
                 raise CorruptRecord("truncated fixed-width field")
-            yield field, wire, pos, pos + size
+            append((field, wire, pos, pos + size))
             pos += size
-        elif wire == LEN:
-            length, pos = decode_varint(buf, pos, end)
-            if length > end - pos:
-                raise CorruptRecord("length-delimited field runs past its message")
-            yield field, wire, pos, pos + length
-            pos += length
         elif wire == START_GROUP:
             pos = _skip_group(buf, pos, end, field, 1)
         else:
             raise CorruptRecord(f"invalid wire type {wire}")
+    return out
 
 
 def _skip_group(buf: memoryview, pos: int, end: int, group_field: int, depth: int) -> int:
