@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from murphy.core.collection import SCALAR_COLLECTIONS, Collection, CollectionKeys, CollectionsDoc
+from murphy.core.collection import (
+    NON_HISTOGRAM_COLLECTIONS,
+    NON_REDUCTION_COLLECTIONS,
+    Collection,
+    CollectionKeys,
+    CollectionsDoc,
+)
 from murphy.core.modes import ModeKeys
 from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
@@ -131,7 +137,7 @@ class HookCollections:
     def _make_plan(self, colls: tuple[str, ...]) -> SavePlan:
         raw = shape = False
         items: list[tuple[str, bool]] = []
-        scalar = any(c in SCALAR_COLLECTIONS for c in colls)
+        scalar = any(c in NON_REDUCTION_COLLECTIONS for c in colls)
         for name in colls:
             cfg = self.collections[name].reduction_config or self.reduction_config
             raw = raw or cfg.save_raw_tensor
@@ -149,13 +155,19 @@ class HookCollections:
         """The collections file: every known collection with its effective configs filled in."""
         out: dict[str, Collection] = {}
         for name, coll in self.collections.items():
+            # smdebug's rule, whatever the user set: scalar and summary collections are saved
+            # raw, unreduced, and without histograms.
+            if name in NON_REDUCTION_COLLECTIONS:
+                reduction = ReductionConfig(save_raw_tensor=True)
+            else:
+                reduction = coll.reduction_config or self.reduction_config
             out[name] = Collection(
                 name,
                 include_regex=coll.include_regex,
                 tensor_names=coll.tensor_names,
-                reduction_config=coll.reduction_config or self.reduction_config,
+                reduction_config=reduction,
                 save_config=self.effective_save_config(name),
-                save_histogram=coll.save_histogram,
+                save_histogram=coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS,
             )
         return CollectionsDoc(collections=out, num_workers=num_workers)
 

@@ -169,11 +169,12 @@ class Tensor:
         state = trial.has_passed_step(step_num, mode)
         if state is StepState.AVAILABLE:
             return TensorUnavailableForStep(self.name, step_num, mode)
-        last = trial._book.last_step(mode)
-        if trial.loaded_all_steps and step_num > last:
-            return NoMoreData(step_num, mode, last)
+        # smdebug's order: the step state decides first, so a step past the end of a finished
+        # run is StepUnavailable (has_passed_step says UNAVAILABLE once training has ended).
         if state is StepState.UNAVAILABLE:
             return StepUnavailable(step_num, mode)
+        if trial.loaded_all_steps:
+            return NoMoreData(step_num, mode, trial._book.last_step(mode))
         return StepNotYetAvailable(step_num, mode)
 
     def step(self, *args: Any, **kwargs: Any) -> Any:

@@ -136,7 +136,9 @@ def test_end_of_training_states(store: ObjectStore) -> None:
     with pytest.raises(NoMoreData) as info:
         trial.wait_for_steps([6])
     assert info.value.last_step == 4
-    with pytest.raises(NoMoreData):
+    # value() asks has_passed_step first, as real smdebug does (tests/compat checks it against
+    # smdebug 1.0.34): past the end of a finished run the step is "unavailable", not "no more data".
+    with pytest.raises(StepUnavailable):
         t.value(6)
     with pytest.raises(StepUnavailable):
         trial.wait_for_steps([3])

@@ -1,0 +1,83 @@
+"""Hook overhead, murphy vs the real smdebug 1.0.34, on the same small CNN on CPU.
+
+Each implementation runs in its own interpreter (smdebug in its isolated venv) and is compared with
+a no-hook run in *that* interpreter, interleaved and repeated (benchmarks/_hook_bench_worker.py).
+Overhead = min over repeats of the hook runs / min over repeats of the no-hook runs - 1 (the minimum
+is the estimator least disturbed by other load on the machine). "in-hook" is a second, low-noise
+estimate: the mean time per step spent inside the hook's torch callbacks (plus hook.close()
+amortised over the steps), measured in a separate run, relative to the no-hook step time. "p99
+block" is the 99th percentile over steps of that in-callback time (the 5 ms budget).
+
+usage: python benchmarks/hook_overhead.py [--steps 300] [--repeats 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine, run_json, smdebug_python, table
+
+WORKER = str(Path(__file__).resolve().parent / "_hook_bench_worker.py")
+TARGETS = {"losses+reductions/100": 2.0, "weights+grads/100": 10.0}
+
+
+def _overhead(row: dict[str, Any]) -> tuple[float, float, float, float]:
+    """(no-hook ms/step, hook ms/step, wall overhead %, in-hook overhead %), minima over repeats."""
+    base, hooked = min(row["no_hook_ms"]), min(row["hook_ms"])
+    return base, hooked, 100 * (hooked / base - 1.0), 100 * row["callback_mean_ms"] / base
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = ap.parse_args()
+    common = ["--steps", str(args.steps), "--repeats", str(args.repeats)]
+    t0 = time.monotonic()
+    murphy = run_json([sys.executable, WORKER, "--impl", "murphy", *common])
+    smd = run_json([smdebug_python(), WORKER, "--impl", "smdebug", *common])
+    rows, verdicts = [], []
+    for name, mrow in murphy["rows"].items():
+        srow = smd["rows"][name]
+        mb, mh, mo, mi = _overhead(mrow)
+        sb, sh, so, si = _overhead(srow)
+        m_added, s_added = max(mh - mb, 0.0), max(sh - sb, 0.0)
+        ratio = f"{s_added / m_added:.1f}x" if m_added > 1e-3 else ">100x"
+        rows.append([
+            name, f"{mb:.2f}", f"{mh:.2f}", f"{mo:+.1f}%", f"{mi:.1f}%", f"{sb:.2f}", f"{sh:.2f}", f"{so:+.1f}%",
+            f"{si:.1f}%", ratio,
+            f"{mrow['callback_p99_ms']:.2f}", f"{srow['callback_p99_ms']:.2f}",
+        ])
+        target = TARGETS.get(name)
+        p99 = mrow["callback_p99_ms"]
+        if target is None:
+            verdicts.append(f"{name}: murphy {mo:+.1f}% (in-hook {mi:.1f}%) vs smdebug {so:+.1f}% (in-hook {si:.1f}%) → {'OK' if mo < so else 'MISSED'} "
+                            f"(lower than smdebug); p99 blocking {p99:.2f} ms (no budget for this row)")
+            continue
+        ok = mo <= target and mo < so
+        verdicts.append(f"{name}: murphy {mo:+.1f}% (in-hook {mi:.1f}%; target ≤ {target:.0f}%, smdebug {so:+.1f}%) → "
+                        f"{'OK' if ok else 'MISSED'}; p99 blocking {p99:.2f} ms (budget 5 ms) → "
+                        f"{'OK' if p99 <= 5 else 'MISSED'}")
+    print(f"hook overhead — {machine()}, torch {murphy['torch']} (1 thread), {args.steps} steps x {args.repeats} repeats, "
+          f"{time.strftime('%Y-%m-%d')}, {time.monotonic() - t0:.0f} s")
+    print(table(
+        ["row", "no-hook ms", "murphy ms", "murphy ovh", "murphy in-hook", "no-hook ms (smd venv)", "smdebug ms",
+         "smdebug ovh", "smdebug in-hook",
+         "ratio (added ms smd/murphy)", "murphy p99 block ms", "smdebug p99 block ms"],
+        rows,
+    ))
+    print("\n".join(verdicts))
+    if args.json:
+        args.json.write_text(json.dumps({"murphy": murphy, "smdebug": smd}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
