@@ -1,5 +1,5 @@
 """The ``murphy`` command line. Subcommands grow with the issues; today: ``trial`` (inspect saved
-tensors) and ``version``."""
+tensors), ``rule-eval`` (one rule container, see ``rule_containers/README.md``) and ``version``."""
 
 from __future__ import annotations
 
@@ -35,6 +35,11 @@ def _trial(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``murphy`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["rule-eval"]:
+        from murphy.rules.entrypoint import main as rule_eval
+
+        return rule_eval(argv[1:])
     parser = argparse.ArgumentParser(prog="murphy", description="Watch training jobs, stop them when they go wrong.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("trial", help="summarise the tensors saved under a path or s3:// URI")
@@ -42,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--regex", help="only tensors matching this regex")
     p.add_argument("--values", action="store_true", help="print each tensor's last value")
     p.set_defaults(func=_trial)
+    sub.add_parser("rule-eval", help="evaluate one rule over a training job (a rule container); see rule-eval --help")
     v = sub.add_parser("version", help="print murphy's version")
     v.set_defaults(func=lambda _a: print(__import__("murphy").__version__) or 0)
     args = parser.parse_args(argv)

@@ -1,0 +1,81 @@
+"""Overtraining: the training or validation loss stopped improving."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from murphy.core.modes import ModeKeys
+from murphy.rules.builtin._common import fmt, loss_names, reject_unknown, require, scalar
+from murphy.rules.params import as_float, as_int
+from murphy.rules.rule import Rule
+
+
+@dataclass
+class _Best:
+    loss: float
+    last: int  # the last step counted, so that a step evaluated twice counts once
+    stale: int = 0
+
+
+class Overtraining(Rule):
+    """Fires when a loss has not improved by more than ``delta`` for a number of saved steps:
+    ``patience_train`` TRAIN saves (GLOBAL saves count as training) or ``patience_validation``
+    EVAL saves.
+
+    Per (mode, loss tensor of the ``losses`` collection) the rule keeps the best loss; a save
+    with ``loss < best - delta`` (``delta`` is absolute) is an improvement and resets the count,
+    any other save adds one. It fires when the count reaches the patience. Steps are processed
+    in order; a step seen before is not counted again.
+    """
+
+    def __init__(
+        self,
+        base_trial: Any,
+        action_str: str = "",
+        *,
+        other_trials: Sequence[Any] | None = None,
+        patience_train: Any = "5",
+        patience_validation: Any = "10",
+        delta: Any = "0.01",
+        **extra: Any,
+    ) -> None:
+        super().__init__(base_trial, action_str, other_trials)
+        n = self.rule_name
+        reject_unknown(n, extra, ("patience_train", "patience_validation", "delta"))
+        self.patience_train = as_int(patience_train, "patience_train", n)
+        require(self.patience_train >= 1, n, "patience_train", patience_train, ">= 1")
+        self.patience_validation = as_int(patience_validation, "patience_validation", n)
+        require(self.patience_validation >= 1, n, "patience_validation", patience_validation, ">= 1")
+        self.delta = as_float(delta, "delta", n)
+        require(self.delta >= 0, n, "delta", delta, ">= 0")
+        self._best: dict[tuple[ModeKeys, str], _Best] = {}
+
+    def invoke_at_step(self, step: int) -> bool:
+        trial = self.base_trial
+        mode = trial.mode(step) or ModeKeys.GLOBAL
+        if mode is ModeKeys.PREDICT:
+            return False
+        is_eval = mode is ModeKeys.EVAL
+        patience = self.patience_validation if is_eval else self.patience_train
+        for name in loss_names(trial, None, None):
+            if step not in trial.tensor(name).steps():
+                continue
+            loss = scalar(trial.tensor(name).value(step))
+            best = self._best.get((mode, name))
+            if best is None or loss < best.loss - self.delta:
+                self._best[(mode, name)] = _Best(loss, step)
+                continue
+            if step <= best.last:
+                continue
+            best.last, best.stale = step, best.stale + 1
+            if best.stale >= patience:
+                kind = "validation" if is_eval else "training"
+                message = (
+                    f"{self.rule_name}: {kind} loss {name} has not improved by more than "
+                    f"{fmt(self.delta)} for {best.stale} saved steps (patience {patience}) at step "
+                    f"{step}: {fmt(loss)} vs best {fmt(best.loss)}"
+                )
+                return self.found(step, message, tensor=name, value=loss)
+        return False

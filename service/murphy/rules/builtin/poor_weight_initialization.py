@@ -1,0 +1,146 @@
+"""PoorWeightInitialization: signs of a bad initialisation in the first steps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from murphy.core.modes import ModeKeys
+from murphy.rules.builtin._common import (
+    Array,
+    checked_regexes,
+    collection_names_at,
+    fmt,
+    layer_order,
+    loss_names,
+    reject_unknown,
+    require,
+    scalar,
+    value_at,
+)
+from murphy.rules.params import as_float, as_int
+from murphy.rules.rule import Rule
+
+
+def _spread(values: Array) -> float:
+    """The 5th-95th percentile spread of the finite values."""
+    finite = values[np.isfinite(values)]
+    if finite.size < 2:
+        return float("inf")
+    p5, p95 = np.percentile(finite, [5, 95])
+    return float(p95 - p5)
+
+
+class PoorWeightInitialization(Rule):
+    """Checks the first ``steps`` TRAIN steps (GLOBAL steps in a trial without modes) and fires
+    at the first of:
+
+    1. **Activation variance**: over the tensors matching ``activation_inputs_regex`` at the
+       step, ``max(var) / min(var) > threshold`` (``inf`` when one variance is 0 and another not;
+       needs two tensors).
+    2. **Gradient spread**: the 5th-95th percentile spread of all values of the ``gradients``
+       collection at the step, pooled, ``< distribution_range`` (the finding names the first
+       gradient in layer order whose own spread is below it).
+    3. **Loss stuck**: a ``losses`` tensor saved ``patience`` times in a row without reaching a
+       new minimum (strictly lower than every earlier saved value).
+    """
+
+    def __init__(
+        self,
+        base_trial: Any,
+        action_str: str = "",
+        *,
+        other_trials: Sequence[Any] | None = None,
+        activation_inputs_regex: Any = ".*relu_input",
+        threshold: Any = "10.0",
+        distribution_range: Any = "0.001",
+        patience: Any = "5",
+        steps: Any = "10",
+        **extra: Any,
+    ) -> None:
+        super().__init__(base_trial, action_str, other_trials)
+        n = self.rule_name
+        reject_unknown(n, extra, ("activation_inputs_regex", "threshold", "distribution_range",
+                                  "patience", "steps"))
+        regex = checked_regexes(activation_inputs_regex, "activation_inputs_regex", n)
+        self.activation_inputs_regex = regex or [".*relu_input"]
+        self.threshold = as_float(threshold, "threshold", n)
+        require(self.threshold >= 1, n, "threshold", threshold, ">= 1")
+        self.distribution_range = as_float(distribution_range, "distribution_range", n)
+        self.patience = as_int(patience, "patience", n)
+        require(self.patience >= 1, n, "patience", patience, ">= 1")
+        self.steps = as_int(steps, "steps", n)
+        require(self.steps >= 1, n, "steps", steps, ">= 1")
+        self._loss_min: dict[str, float] = {}
+        self._stuck: dict[str, int] = {}
+        self._last: int = -1
+
+    def invoke_at_step(self, step: int) -> bool:
+        mode, mode_step = self.base_trial.mode_modestep(step)
+        if mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL) or mode_step is None or mode_step >= self.steps:
+            return False
+        return self._variance(step) or self._gradients(step) or self._loss(step)
+
+    def _variance(self, step: int) -> bool:
+        trial = self.base_trial
+        names = layer_order(trial, trial.tensor_names(step=step, regex=self.activation_inputs_regex), step)
+        variances = {}
+        for name in names:
+            value = value_at(trial, name, step)
+            if value is not None and value.size:
+                variances[name] = float(np.var(value.astype(np.float64)))
+        if len(variances) < 2:
+            return False
+        hi, lo = max(variances, key=variances.__getitem__), min(variances, key=variances.__getitem__)
+        if variances[hi] == 0:
+            return False
+        ratio = variances[hi] / variances[lo] if variances[lo] > 0 else float("inf")
+        if ratio <= self.threshold:
+            return False
+        message = (
+            f"{self.rule_name}: activation input variance ratio {fmt(ratio)} > threshold "
+            f"{fmt(self.threshold)} at step {step}: {hi} var {fmt(variances[hi])}, {lo} var "
+            f"{fmt(variances[lo])}"
+        )
+        return self.found(step, message, tensor=lo, value=ratio)
+
+    def _gradients(self, step: int) -> bool:
+        trial = self.base_trial
+        grads = [(n, v) for n in layer_order(trial, collection_names_at(trial, "gradients", step), step)
+                 if (v := value_at(trial, n, step)) is not None and v.size]
+        if not grads:
+            return False
+        pooled = _spread(np.concatenate([v.astype(np.float64).ravel() for _, v in grads]))
+        if pooled >= self.distribution_range:
+            return False
+        culprit = next((n for n, v in grads if _spread(v.astype(np.float64).ravel()) < self.distribution_range),
+                       grads[0][0])
+        message = (
+            f"{self.rule_name}: gradient 5th-95th percentile spread {fmt(pooled)} < distribution_range "
+            f"{fmt(self.distribution_range)} at step {step} (first narrow gradient: {culprit})"
+        )
+        return self.found(step, message, tensor=culprit, value=pooled)
+
+    def _loss(self, step: int) -> bool:
+        if step <= self._last:
+            return False
+        self._last = step
+        trial = self.base_trial
+        for name in loss_names(trial, None, None):
+            if step not in trial.tensor(name).steps():
+                continue
+            loss = scalar(trial.tensor(name).value(step))
+            best = self._loss_min.get(name)
+            if best is None or loss < best:
+                self._loss_min[name], self._stuck[name] = loss, 0
+                continue
+            self._stuck[name] += 1
+            if self._stuck[name] >= self.patience:
+                message = (
+                    f"{self.rule_name}: loss {name} = {fmt(loss)} at step {step} has not gone below "
+                    f"{fmt(best)} for {self._stuck[name]} saved steps (patience {self.patience})"
+                )
+                return self.found(step, message, tensor=name, value=loss)
+        return False

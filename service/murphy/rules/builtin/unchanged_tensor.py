@@ -1,0 +1,103 @@
+"""UnchangedTensor: a tensor kept the same value over its last ``num_steps`` saved steps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from murphy.rules.builtin._common import (
+    checked_regexes,
+    fmt,
+    optional_list,
+    reject_unknown,
+    require,
+    selected_in_layer_order,
+    step_label,
+    value_at,
+)
+from murphy.rules.params import as_bool, as_float, as_int
+from murphy.rules.rule import Rule
+
+_ACCEPTED = ("collection_names", "tensor_regex", "num_steps", "rtol", "atol", "equal_nan")
+
+
+class UnchangedTensor(Rule):
+    """Fires at step ``s`` when a selected tensor saved at ``s`` has the same value at each of
+    its last ``num_steps`` saved steps up to and including ``s``.
+
+    Formula: with ``v_1 .. v_n`` the tensor's values at its ``n = num_steps`` most recent saved
+    steps ``<= s`` (saved steps, not necessarily consecutive global steps), the condition is
+    ``np.allclose(v_i, v_n, rtol, atol, equal_nan)`` for every ``i`` (and equal shapes). With
+    fewer than ``num_steps`` saved steps there is no verdict yet. So three identical values at
+    steps 0, 1, 2 with ``num_steps=3`` fire at step 2, not before.
+
+    Tensors are checked in layer order; the first unchanged one is reported, with the largest
+    absolute difference seen across the window as the value.
+    """
+
+    def __init__(
+        self,
+        base_trial: Any,
+        action_str: str | Sequence[Any] | None = "",
+        other_trials: Sequence[Any] | None = None,
+        *,
+        collection_names: Any = None,
+        tensor_regex: Any = None,
+        num_steps: Any = "3",
+        rtol: Any = "1e-05",
+        atol: Any = "1e-08",
+        equal_nan: Any = "False",
+        **extra: Any,
+    ) -> None:
+        super().__init__(base_trial, action_str, other_trials)
+        name = self.rule_name
+        reject_unknown(name, extra, _ACCEPTED)
+        self.collection_names = optional_list(collection_names, "collection_names", name)
+        self.tensor_regex = checked_regexes(tensor_regex, "tensor_regex", name)
+        self.num_steps = as_int(num_steps, "num_steps", name)
+        require(self.num_steps >= 2, name, "num_steps", num_steps, "an integer >= 2")
+        self.rtol = as_float(rtol, "rtol", name)
+        require(self.rtol >= 0, name, "rtol", rtol, ">= 0")
+        self.atol = as_float(atol, "atol", name)
+        require(self.atol >= 0, name, "atol", atol, ">= 0")
+        self.equal_nan = as_bool(equal_nan, "equal_nan", name)
+
+    def _max_change(self, tname: str, step: int) -> float | None:
+        """Largest |difference| to the value at ``step`` over the window; None if it changed."""
+        window = self.base_trial.tensor(tname).prev_steps(step, self.num_steps)
+        if len(window) < self.num_steps or window[-1] != step:
+            return None
+        last = value_at(self.base_trial, tname, step)
+        if last is None:
+            return None
+        largest = 0.0
+        for s in window[:-1]:
+            other = value_at(self.base_trial, tname, s)
+            if other is None or other.shape != last.shape:
+                return None
+            if not np.allclose(other, last, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan):
+                return None
+            diff = np.abs(other.astype(np.float64) - last.astype(np.float64))
+            finite = diff[np.isfinite(diff)]
+            if finite.size:
+                largest = max(largest, float(finite.max()))
+        return largest
+
+    def invoke_at_step(self, step: int) -> bool:
+        names = selected_in_layer_order(self.base_trial, step, self.collection_names, self.tensor_regex)
+        for tname in names:
+            change = self._max_change(tname, step)
+            if change is None:
+                continue
+            window = self.base_trial.tensor(tname).prev_steps(step, self.num_steps)
+            return self.found(
+                step,
+                f"{tname!r} is unchanged over its last {self.num_steps} saved steps "
+                f"{window} (up to {step_label(self.base_trial, step)}): largest difference "
+                f"{fmt(change)} within rtol={fmt(self.rtol)}, atol={fmt(self.atol)}",
+                tensor=tname,
+                value=change,
+            )
+        return False
