@@ -127,8 +127,9 @@ def test_trial_sees_steps_while_training_runs(tmp_path: Path) -> None:
         while not done.is_set():
             seen_live.update(trial.steps())
             time.sleep(0.05)
-        # Steps became visible while training was still writing, not only at the end.
-        assert 5 < len(seen_live) < 40
+        # Steps became visible while training was still writing, not only at the end (bounds
+        # loose enough for a loaded 2-core CI machine).
+        assert seen_live and min(seen_live) < 39 and len(seen_live) < 40
         trial.wait_for_steps([39])
         assert trial.steps()[-1] == 39
     finally:

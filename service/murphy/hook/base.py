@@ -105,6 +105,10 @@ class BaseHook:
         self.mode_steps: dict[ModeKeys, int] = dict.fromkeys(ModeKeys, INIT_STEP)
         self._step_mode = ModeKeys.GLOBAL
         self._due: frozenset[str] = frozenset()
+        # True while the current step may save anything: adapters test it before any other work.
+        self._saving = False
+        # Per mode: (collections generation, first mode step at which anything may be due).
+        self._next_due: dict[ModeKeys, tuple[int, float]] = {}
         self._records: list[Record] = []
         self._pending_scalars: list[tuple[str, Any]] = []
         self._saved_any = False
@@ -158,7 +162,7 @@ class BaseHook:
             self.collections.get(cname).add_tensor_name(tensor_name)
         self.collections.include(names)
         if self.step >= 0:
-            self._due = self.collections.due(self._step_mode, self.mode_step)
+            self._set_due(self.collections.due(self._step_mode, self.mode_step))
         self._save(tensor_name, tensor_value)
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -177,23 +181,47 @@ class BaseHook:
                 store = self.store
                 self._writer.submit_call(lambda: write_end_of_training(store), "end of training")
         self._closed = True
+        self.guard.run("close", self._set_due, frozenset())
         self._writer.close()
 
     # ---- adapter API -----------------------------------------------------------------------
 
     def _begin_step(self) -> None:
-        """Start the next step (the adapter calls this at every top-level forward)."""
-        self._end_step()
+        """Start the next step (the adapter calls this at every top-level forward).
+
+        O(1) on steps where nothing is due: the next due step of each mode is precomputed and
+        only recomputed when it is reached or when the collections changed.
+        """
+        if self._records or self._pending_scalars:
+            self._end_step()
         if self._saved_any and not self._collections_written:
             self._export_collections()
         self.step += 1
-        self._step_mode = self.mode
-        self.mode_steps[self.mode] += 1
-        self._due = self.collections.due(self._step_mode, self.mode_steps[self.mode])
+        mode = self._step_mode = self.mode
+        mode_step = self.mode_steps[mode] = self.mode_steps[mode] + 1
+        generation = self.collections.generation
+        cached = self._next_due.get(mode)
+        if cached is not None and cached[0] == generation and mode_step < cached[1]:
+            due: frozenset[str] = frozenset()
+        else:
+            due = self.collections.due(mode, mode_step)
+            nxt = self.collections.next_due(mode, mode_step + 1)
+            self._next_due[mode] = (generation, float("inf") if nxt is None else nxt)
+        self._set_due(due)
+
+    def _set_due(self, due: frozenset[str]) -> None:
+        self._due = due
+        saving = bool(due) and not self.guard.disabled and not self._closed
+        if saving != self._saving:
+            self._saving = saving
+            self._saving_changed(saving)
+
+    def _saving_changed(self, saving: bool) -> None:
+        """Adapter hook: the current step started (or stopped) possibly saving anything."""
 
     def _is_saving(self) -> bool:
         """Cheap check for adapters: may anything be saved at this step?"""
-        return bool(self._due) and not self.guard.disabled and not self._closed
+        return self._saving and not self.guard.disabled and not self._closed
 
     def _save(self, name: str, value: Any) -> None:
         """Snapshot ``value`` under ``name`` if a due collection wants it."""

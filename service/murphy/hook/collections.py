@@ -1,7 +1,9 @@
 """The hook's collections: defaults, what is included, what is due at a step, and how to save it.
 
 Decisions are cached per tensor name and per set of due collections, so the per-tensor cost on
-the training thread is a dict lookup once the first step has been seen.
+the training thread is a dict lookup once the first step has been seen. :meth:`HookCollections.next_due`
+gives the next step at which anything is due, so the hook skips the steps in between in O(1);
+every cached decision is tied to :attr:`HookCollections.generation`, bumped by :meth:`invalidate`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from murphy.core.collection import (
 )
 from murphy.core.modes import ModeKeys
 from murphy.core.reduction_config import ReductionConfig
-from murphy.core.save_config import SaveConfig
+from murphy.core.save_config import SaveConfig, SaveConfigMode
 
 # PyTorch's regexes (smdebug/pytorch/collection.py semantics).
 PYTORCH_COLLECTION_REGEXES: Mapping[str, tuple[str, ...]] = {
@@ -73,6 +75,8 @@ class HookCollections:
         self._match_cache: dict[str, tuple[str, ...]] = {}
         self._plan_cache: dict[tuple[str, ...], SavePlan] = {}
         self._save_configs: dict[str, SaveConfig] = {}
+        # Bumped whenever a cached decision may be stale; the hook compares it to skip steps.
+        self.generation = 0
 
     def get(self, name: str) -> Collection:
         """The collection ``name``, created (with a known regex if it has one) when missing."""
@@ -96,6 +100,7 @@ class HookCollections:
         self._match_cache.clear()
         self._plan_cache.clear()
         self._save_configs.clear()
+        self.generation += 1
 
     def effective_save_config(self, name: str) -> SaveConfig:
         """The collection's own save config over the hook's (unset modes inherit)."""
@@ -115,6 +120,17 @@ class HookCollections:
             if self.effective_save_config(name).should_save_step(mode, mode_step):
                 out.add(name)
         return frozenset(out)
+
+    def next_due(self, mode: ModeKeys, mode_step: int) -> int | None:
+        """The first step ``>= mode_step`` of ``mode`` at which :meth:`due` is not empty (None: never)."""
+        best: int | None = None
+        for name in self.included:
+            if mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and name in TRAIN_ONLY_COLLECTIONS:
+                continue
+            step = next_save_step(self.effective_save_config(name).get_save_config(mode), mode_step)
+            if step is not None and (best is None or step < best):
+                best = step
+        return best
 
     def matching(self, tensor_name: str) -> tuple[str, ...]:
         """The included collections ``tensor_name`` belongs to (sorted, cached)."""
@@ -170,6 +186,18 @@ class HookCollections:
                 save_histogram=coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS,
             )
         return CollectionsDoc(collections=out, num_workers=num_workers)
+
+
+def next_save_step(cfg: SaveConfigMode, step: int) -> int | None:
+    """The first step ``>= step`` that ``cfg.should_save_step`` accepts (None: none ever)."""
+    # save_steps is sorted.
+    candidates = [s for s in cfg.save_steps if s >= step][:1]
+    first = max(step, cfg.start_step)
+    # The interval is not offset by start_step: the next multiple of it at or after ``first``.
+    nxt = -(-first // cfg.save_interval) * cfg.save_interval
+    if cfg.end_step is None or nxt < cfg.end_step:
+        candidates.append(nxt)
+    return min(candidates) if candidates else None
 
 
 def _write_order(items: list[tuple[str, bool]]) -> list[tuple[str, bool]]:

@@ -17,6 +17,7 @@ This is the only murphy module that imports torch. Names written (smdebug's):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -54,6 +55,10 @@ class TorchBackend:
 
     def __init__(self) -> None:
         self._cuda_pending = False
+        # Copies taken during the current step, by tensor identity: one activation is usually
+        # both a module's output and the next module's input. Entries keep the source alive so
+        # ids stay unique, and record its version counter: an in-place change needs a new copy.
+        self._step_copies: dict[int, tuple[torch.Tensor, int, _Snap]] = {}
 
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, torch.Tensor)
@@ -61,12 +66,21 @@ class TorchBackend:
     def snapshot(self, value: Any) -> Any:
         if not isinstance(value, torch.Tensor):
             return _NUMPY.snapshot(value)
+        # Inference tensors have no version counter: never shared.
+        version = -1 if value.is_inference() else value._version
+        if version >= 0:
+            hit = self._step_copies.get(id(value))
+            if hit is not None and hit[0] is value and hit[1] == version:
+                return hit[2]
         t = value.detach()
         original = None
         if t.dtype == torch.bfloat16:
             # numpy has no bfloat16: widen (exactly) and tell the codec the original dtype.
             t, original = t.float(), "bfloat16"
-        return _Snap(self._to_host(t, copy=original is None), original)
+        snap = _Snap(self._to_host(t, copy=original is None), original)
+        if version >= 0:
+            self._step_copies[id(value)] = (value, version, snap)
+        return snap
 
     def reduce(self, value: Any, op: str, abs_: bool) -> Any:
         if not isinstance(value, torch.Tensor):
@@ -86,6 +100,7 @@ class TorchBackend:
         return _NUMPY.shape(value)
 
     def fence(self) -> Callable[[], None] | None:
+        self._step_copies.clear()
         if not self._cuda_pending:
             return None
         self._cuda_pending = False
@@ -173,6 +188,11 @@ class Hook(BaseHook):
         self._params: list[tuple[str, torch.nn.Parameter]] = []
         self._param_ids: dict[int, int] = {}
         self._optimizers: list[torch.optim.Optimizer] = []
+        self._io_modules: list[torch.nn.Module] = []
+        self._grad_params: list[tuple[str, torch.nn.Parameter]] = []
+        # Forward and gradient callbacks exist only during steps that may save: a module with a
+        # forward hook leaves torch's fast call path, which costs more than the hook itself.
+        self._handles: list[Any] = []
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None) -> Hook:
@@ -211,23 +231,24 @@ class Hook(BaseHook):
             raise TypeError(f"register_module needs a torch.nn.Module, got {type(module).__name__}")
         root = type(module).__name__
         for name, sub in module.named_modules():
-            self._module_names[id(sub)] = root if name == "" else name
-            sub.register_forward_hook(self._forward_hook)
+            self._add_io_module(sub, root if name == "" else name)
+        # The only callback present on every step: it counts steps and (un)installs the others.
         module.register_forward_pre_hook(self._forward_pre_hook)
         for pname, param in module.named_parameters():
             full = f"{root}_{pname}"
             self._param_ids[id(param)] = len(self._params)
             self._params.append((full, param))
             if param.requires_grad:
-                param.register_hook(self._gradient_hook("gradient/" + full))  # type: ignore[no-untyped-call]
+                self._grad_params.append(("gradient/" + full, param))
+        self._refresh_callbacks()
 
     register_hook = register_module
 
     @guarded
     def register_loss(self, loss_module: torch.nn.Module) -> None:
         """Save the loss module's output as ``<LossClass>_output_0``."""
-        self._module_names[id(loss_module)] = type(loss_module).__name__
-        loss_module.register_forward_hook(self._forward_hook)
+        self._add_io_module(loss_module, type(loss_module).__name__)
+        self._refresh_callbacks()
 
     @guarded
     def register_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
@@ -243,15 +264,49 @@ class Hook(BaseHook):
 
     # ---- callbacks -------------------------------------------------------------------------
 
-    @guarded
     def _forward_pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
+        if self.guard.disabled or self._closed:
+            self._drop_callbacks()
+            return
+        self._start_step()
+
+    @guarded
+    def _start_step(self) -> None:
         self._begin_step()
-        if not self._is_saving():
+        if not self._saving:
             return
         for name, param in self._params:
             self._save_torch(name, param)
         for opt in self._optimizers:
             self._save_optimizer(opt)
+
+    def _saving_changed(self, saving: bool) -> None:
+        self._refresh_callbacks()
+
+    def _add_io_module(self, module: torch.nn.Module, name: str) -> None:
+        if id(module) not in self._module_names:
+            self._io_modules.append(module)
+        self._module_names[id(module)] = name
+
+    def _refresh_callbacks(self) -> None:
+        """Install the forward and gradient callbacks while saving, remove them otherwise."""
+        self._drop_callbacks()
+        if not self._saving:
+            return
+        handles = self._handles
+        for module in self._io_modules:
+            handles.append(module.register_forward_hook(self._forward_hook))
+        for name, param in self._grad_params:
+            # A parameter frozen after registration has no gradient to save (and refuses hooks).
+            if param.requires_grad:
+                handles.append(param.register_hook(self._gradient_hook(name)))  # type: ignore[no-untyped-call]
+
+    def _drop_callbacks(self) -> None:
+        # Also runs unguarded (after the hook was disabled): must never raise into training.
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            with contextlib.suppress(Exception):
+                handle.remove()
 
     @guarded
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:

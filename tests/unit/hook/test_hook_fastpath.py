@@ -1,0 +1,160 @@
+"""The hook's fast paths give the same results as the full rules: next-due-step skipping,
+callbacks installed only on saving steps, one copy per activation per step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from murphy.hook import ModeKeys, ReductionConfig, SaveConfig, SaveConfigMode
+from murphy.hook.base import BaseHook
+from murphy.hook.collections import next_save_step
+from murphy.hook.torch import Hook
+from murphy.storage import open_store
+from murphy.storage.memory import InMemoryObjectStore
+from murphy.tensorio.reader import read_index, read_tensor_record
+
+
+def read_step(out: Path, step: int) -> tuple[object, dict[str, np.ndarray]]:
+    store = open_store(str(out))
+    idx = read_index(store, f"index/{step // 1000:09d}/{step:012d}_worker_0.json")
+    values = {e.tensorname: read_tensor_record(store, idx.event_file_name, e.start_idx, e.length).value
+              for e in idx.tensors}
+    return idx, values
+
+mode_configs = st.builds(
+    SaveConfigMode,
+    save_interval=st.integers(1, 12),
+    start_step=st.integers(-3, 20),
+    end_step=st.none() | st.integers(0, 40),
+    save_steps=st.lists(st.integers(0, 40), max_size=4),
+)
+save_configs = st.dictionaries(st.sampled_from(list(ModeKeys)), mode_configs, max_size=4).map(
+    lambda d: SaveConfig(mode_save_configs=d) if d else SaveConfig(save_interval=7)
+)
+
+
+@given(mode_configs, st.integers(0, 60))
+def test_next_save_step_is_the_first_step_the_rule_accepts(cfg: SaveConfigMode, step: int) -> None:
+    horizon = step + 100 + cfg.save_interval
+    expected = next((s for s in range(step, horizon) if cfg.should_save_step(s)), None)
+    assert next_save_step(cfg, step) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    save_configs,
+    st.dictionaries(st.sampled_from(["weights", "gradients", "biases", "custom"]), save_configs, max_size=3),
+    st.lists(st.sampled_from(list(ModeKeys)), min_size=1, max_size=60),
+)
+def test_skipping_steps_gives_the_full_rules_decisions(
+    hook_cfg: SaveConfig, coll_cfgs: dict[str, SaveConfig], schedule: list[ModeKeys]
+) -> None:
+    hook = BaseHook(InMemoryObjectStore(), dry_run=True, save_config=hook_cfg,
+                    include_collections=["losses", *coll_cfgs])
+    for name, cfg in coll_cfgs.items():
+        hook.get_collection(name).save_config = cfg
+    for i, mode in enumerate(schedule):
+        if i == len(schedule) // 2 and coll_cfgs:
+            # A change between steps must be seen at the next step.
+            hook.get_collection(next(iter(coll_cfgs))).save_config = SaveConfig(save_interval=3)
+        hook.set_mode(mode)
+        hook._begin_step()
+        assert hook._due == hook.collections.due(mode, hook.mode_step), (i, mode)
+        assert hook._saving == bool(hook._due)
+    hook.close()
+
+
+class Net(torch.nn.Module):
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 6)
+        self.relu = torch.nn.ReLU(inplace=inplace)
+        self.fc2 = torch.nn.Linear(6, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.fc2(self.relu(self.fc1(x)))
+        return out
+
+
+def _step(model: Net, loss_fn: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor) -> None:
+    opt.zero_grad()
+    loss_fn(model(x), torch.zeros(len(x), 1)).backward()
+    opt.step()
+
+
+def _setup(hook: Hook, inplace: bool = False) -> tuple[Net, torch.nn.Module, torch.optim.Optimizer, torch.Tensor]:
+    torch.manual_seed(0)
+    model, loss_fn = Net(inplace), torch.nn.MSELoss()
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    return model, loss_fn, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(8, 4)
+
+
+def test_callbacks_exist_only_on_saving_steps(tmp_path: Path) -> None:
+    hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_steps=[0, 3]),
+                include_collections=["weights", "gradients"])
+    model, loss_fn, opt, x = _setup(hook)
+    counts = []
+    for _ in range(5):
+        _step(model, loss_fn, opt, x)
+        counts.append((len(model.fc1._forward_hooks), len(loss_fn._forward_hooks),
+                       len(model.fc1.weight._backward_hooks or {})))
+    hook.close()
+    assert counts[0] == counts[3] and counts[0][:2] == (1, 1) and counts[0][2] >= 1
+    assert counts[1] == counts[2] == counts[4] == (0, 0, 0)
+    assert all(len(m._forward_pre_hooks) == (1 if m is model else 0) for m in model.modules())
+    assert set(read_step(tmp_path / "run", 3)[1]) >= {"Net_fc1.weight", "gradient/Net_fc1.weight"}
+
+
+def test_collections_changed_after_registration_take_effect(tmp_path: Path) -> None:
+    hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_interval=100),
+                include_collections=["weights", "custom"])
+    model, loss_fn, opt, x = _setup(hook)
+    for step in range(6):
+        if step == 2:
+            hook.get_collection("custom").include("relu_output")
+            hook.get_collection("custom").save_config = SaveConfig(save_interval=2)
+        if step == 3:
+            hook.get_collection("weights").save_config = SaveConfig(save_steps=[5])
+        _step(model, loss_fn, opt, x)
+    hook.close()
+    assert set(read_step(tmp_path / "run", 2)[1]) == {"relu_output_0"}
+    assert set(read_step(tmp_path / "run", 4)[1]) == {"relu_output_0"}
+    assert set(read_step(tmp_path / "run", 5)[1]) == {"Net_fc1.weight", "Net_fc2.weight"}
+    assert not (tmp_path / "run" / "index" / "000000000" / "000000000003_worker_0.json").exists()
+
+
+def test_shared_activations_are_copied_once_unless_changed_in_place(tmp_path: Path) -> None:
+    for inplace in (False, True):
+        out = tmp_path / f"run-{inplace}"
+        hook = Hook(out_dir=out, save_config=SaveConfig(save_interval=1), save_all=True,
+                    reduction_config=ReductionConfig(save_raw_tensor=True))
+        model, loss_fn, opt, x = _setup(hook, inplace)
+        expected_fc1 = (x @ model.fc1.weight.T + model.fc1.bias).detach().numpy()
+        _step(model, loss_fn, opt, x)
+        hook.close()
+        values = read_step(out, 0)[1]
+        np.testing.assert_allclose(values["fc1_output_0"], expected_fc1, rtol=1e-6)
+        assert (values["fc1_output_0"] < 0).any()
+        relu = np.maximum(expected_fc1, 0)
+        np.testing.assert_allclose(values["relu_output_0"], relu, rtol=1e-6)
+        np.testing.assert_allclose(values["fc2_input_0"], relu, rtol=1e-6)
+        # The relu's input is read after its forward ran: in place, that is the relu's result.
+        np.testing.assert_allclose(values["relu_input_0"], relu if inplace else expected_fc1, rtol=1e-6)
+
+
+def test_disabled_hook_removes_its_callbacks(tmp_path: Path) -> None:
+    hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_interval=1),
+                include_collections=["weights", "gradients"])
+    model, loss_fn, opt, x = _setup(hook)
+    _step(model, loss_fn, opt, x)
+    assert model.fc1._forward_hooks
+    hook.guard.trip(RuntimeError("test"), "test")
+    _step(model, loss_fn, opt, x)
+    assert not model.fc1._forward_hooks and not loss_fn._forward_hooks
+    hook.close()
