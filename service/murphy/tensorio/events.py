@@ -210,10 +210,19 @@ def _decode_value(buf: memoryview, start: int, end: int, step: int, wall_time: f
         elif field == 8:
             tensor = (a, b)
         elif field == 9:
-            plugins.extend(_plugin_data(buf, a, b))
+            plugins.extend(plugin_data(buf, a, b))
     if tensor is None:
         return None
-    mode, mode_step, orig = ModeKeys.GLOBAL, step, None
+    mode, plugin_step, orig = plugin_meta(plugins, name)
+    mode_step = step if plugin_step is None else plugin_step
+    value, tf_orig = _decode_tensor(buf, tensor[0], tensor[1])
+    orig = orig or tf_orig
+    return TensorEvent(name, value, step, mode, mode_step, wall_time, orig)
+
+
+def plugin_meta(plugins: list[tuple[str, str]], name: str) -> tuple[ModeKeys, int | None, str | None]:
+    """``(mode, mode_step or None if absent, original dtype)`` from a value's plugin data."""
+    mode, mode_step, orig = ModeKeys.GLOBAL, None, None
     for plugin_name, content in plugins:
         try:
             if plugin_name == MODE_STEP_PLUGIN_NAME:
@@ -224,12 +233,11 @@ def _decode_value(buf: memoryview, start: int, end: int, step: int, wall_time: f
                 orig = content
         except ValueError as exc:
             raise CorruptRecord(f"tensor {name!r}: bad {plugin_name} plugin data {content!r}") from exc
-    value, tf_orig = _decode_tensor(buf, tensor[0], tensor[1])
-    orig = orig or tf_orig
-    return TensorEvent(name, value, step, mode, mode_step, wall_time, orig)
+    return mode, mode_step, orig
 
 
-def _plugin_data(buf: memoryview, start: int, end: int) -> list[tuple[str, str]]:
+def plugin_data(buf: memoryview, start: int, end: int) -> list[tuple[str, str]]:
+    """``(plugin_name, content)`` of every plugin_data entry of a SummaryMetadata message."""
     out = []
     for field, wt, a, b in w.iter_fields(buf, start, end):
         if field != 1 or wt != w.LEN:

@@ -12,6 +12,7 @@ byte-for-byte) the key is always written, as ``[]`` when empty.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,3 +144,99 @@ def _shape_entry(e: Any) -> ShapeEntry:
     if not isinstance(shape, list):
         raise CorruptIndex(f"shape of {name!r} is not a list")
     return ShapeEntry(name, _str(original, "originalname"), tuple(_int(s, "shape dimension") for s in shape))
+
+
+# --- fast bulk parsing for readers -----------------------------------------------------------
+
+TensorRow = tuple[str, int, int]
+"""``(tensorname, start_idx, length)`` of one ``tensor_payload`` entry."""
+
+
+@dataclass(frozen=True, eq=False)
+class IndexTable:
+    """The validated ``tensor_payload`` and ``shape_payload`` of an index file.
+
+    Index files of consecutive steps usually differ only in their ``meta`` (same tensors, same
+    record sizes), so :class:`IndexParser` shares one table between files whose payload bytes
+    are identical; readers may cache derived data per table (compare by identity).
+    """
+
+    tensors: tuple[TensorRow, ...]
+    shapes: tuple[ShapeEntry, ...]
+    end: int
+    """``max(start_idx + length)`` over ``tensors`` (0 if none): a lower bound on the file size."""
+
+
+@dataclass(frozen=True)
+class ParsedIndex:
+    """One index file as :class:`IndexParser` returns it."""
+
+    mode: ModeKeys
+    mode_step: int
+    event_file_name: str
+    table: IndexTable
+
+
+# The exact prefix json.dumps writes (smdebug and murphy): meta strings without escapes, then the
+# tensor_payload key. The rest of the file is parsed on its own (in the same JSON context), so
+# two files with the same rest share one parse.
+_CANONICAL_META = re.compile(
+    rb'\{"meta": \{"mode": "([A-Z]{1,16})", "mode_step": (0|[1-9][0-9]{0,17}), '
+    rb'"event_file_name": "([^"\\\x00-\x1f]+)"\}, "tensor_payload": '
+)
+_REST_PREFIX = b'{"tensor_payload": '
+MAX_SHARED_TABLES = 64
+MAX_SHARED_BYTES = 1 << 20
+
+
+def _table_of(index: StepIndex) -> IndexTable:
+    rows = tuple((e.tensorname, e.start_idx, e.length) for e in index.tensors)
+    end = max((s + n for _, s, n in rows), default=0)
+    return IndexTable(rows, tuple(index.shapes), end)
+
+
+class IndexParser:
+    """Parses index files like :meth:`StepIndex.from_json_bytes` (same validation, same
+    :class:`CorruptIndex` errors), sharing the table of files whose payload bytes are equal.
+
+    The cache is bounded (``MAX_SHARED_TABLES`` payloads of at most ``MAX_SHARED_BYTES``); a hit
+    costs one regex match on the meta plus hashing and comparing the payload bytes.
+    """
+
+    def __init__(self) -> None:
+        self._tables: dict[bytes, IndexTable] = {}
+
+    def parse(self, data: bytes) -> ParsedIndex:
+        """Parse one index file; raises :class:`CorruptIndex`."""
+        m = _CANONICAL_META.match(data)
+        if m is None:
+            index = StepIndex.from_json_bytes(data)
+            return ParsedIndex(index.mode, index.mode_step, index.event_file_name, _table_of(index))
+        mode = ModeKeys.__members__.get(m.group(1).decode("ascii"))
+        try:
+            fname = m.group(3).decode("utf-8")
+        except UnicodeDecodeError:
+            mode = None
+        rest = data[m.end():]
+        table = self._tables.get(rest) if mode is not None else None
+        if table is None and mode is not None:
+            table = self._parse_rest(rest, m.group(1).decode("ascii"), int(m.group(2)), fname)
+        if table is None or mode is None:  # unusual file: the generic path decides
+            index = StepIndex.from_json_bytes(data)
+            return ParsedIndex(index.mode, index.mode_step, index.event_file_name, _table_of(index))
+        return ParsedIndex(mode, int(m.group(2)), fname, table)
+
+    def _parse_rest(self, rest: bytes, mode: str, mode_step: int, fname: str) -> IndexTable | None:
+        try:
+            doc = json.loads(_REST_PREFIX + rest)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CorruptIndex(f"index file is not valid JSON: {exc}") from exc
+        if not isinstance(doc, dict) or "meta" in doc:
+            return None  # a second "meta" key wins in json.loads
+        meta = {"mode": mode, "mode_step": mode_step, "event_file_name": fname}
+        table = _table_of(StepIndex.from_json_dict({"meta": meta, **doc}))
+        if len(rest) <= MAX_SHARED_BYTES:
+            if len(self._tables) >= MAX_SHARED_TABLES:
+                del self._tables[next(iter(self._tables))]
+            self._tables[rest] = table
+        return table

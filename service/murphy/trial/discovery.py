@@ -8,23 +8,32 @@ A corrupt index file is skipped with a warning. Stores publish index files atomi
 write to ``.tmp`` + rename; S3: one PutObject), so a torn file is real damage, not a write in
 progress; it is still retried on the next few refreshes in case a non-atomic store showed it
 early, then given up on.
+
+Files are parsed by one :class:`~murphy.tensorio.index.IndexParser` per trial (files with equal
+payloads share a table). On remote stores (anything but a local directory or memory) new index
+files are fetched ``INDEX_FETCH_THREADS`` at a time, then parsed and yielded in key order.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from murphy.exceptions import CorruptIndex, ObjectNotFound
 from murphy.storage.base import ObjectStore
-from murphy.tensorio.index import StepIndex
+from murphy.storage.local import LocalObjectStore
+from murphy.storage.memory import InMemoryObjectStore
+from murphy.tensorio.index import IndexParser, ParsedIndex
 from murphy.tensorio.locations import INDEX_PREFIX, parse_index_key
 
 log = logging.getLogger(__name__)
 
 CORRUPT_INDEX_RETRIES = 3
 _NEVER_TOKEN = 1 << 62
+INDEX_FETCH_THREADS = 16
+_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ class FoundIndex:
     key: str
     step: int
     worker: str
-    index: StepIndex
+    index: ParsedIndex
 
 
 class IndexScanner:
@@ -46,6 +55,8 @@ class IndexScanner:
         self.last_index_token: str | None = None
         self._read: dict[str, int] = {}  # key → step, for keys past the token already handled
         self._bad: dict[str, int] = {}
+        self._parser = IndexParser()
+        self._concurrent = not isinstance(store, (LocalObjectStore, InMemoryObjectStore))
 
     def _in_range(self, step: int) -> bool:
         if self._range is None:
@@ -55,6 +66,7 @@ class IndexScanner:
 
     def scan(self) -> Iterator[FoundIndex]:
         """Yield every index file listed after the token that was not read yet."""
+        wanted: list[tuple[str, int, str]] = []
         for key in self._store.list(INDEX_PREFIX, start_after=self.last_index_token):
             if key in self._read:
                 continue
@@ -63,16 +75,39 @@ class IndexScanner:
                 # Foreign keys never become the token: they may sort after real index keys.
                 self._read[key] = parsed[0] if parsed else _NEVER_TOKEN
                 continue
-            step, worker = parsed
-            try:
-                index = StepIndex.from_json_bytes(self._store.get(key))
-            except ObjectNotFound:
-                continue  # deleted between list and get
-            except CorruptIndex as exc:
-                self._corrupt(key, step, exc)
-                continue
-            self._read[key] = step
-            yield FoundIndex(key, step, worker, index)
+            wanted.append((key, *parsed))
+        if not wanted:
+            return
+        if not self._concurrent or len(wanted) == 1:
+            for key, step, worker in wanted:
+                found = self._parse(key, step, worker, self._get(key))
+                if found is not None:
+                    yield found
+            return
+        with ThreadPoolExecutor(min(INDEX_FETCH_THREADS, len(wanted))) as pool:
+            for i in range(0, len(wanted), _BATCH):
+                batch = wanted[i : i + _BATCH]
+                for (key, step, worker), data in zip(batch, pool.map(self._get, [k for k, _, _ in batch]), strict=True):
+                    found = self._parse(key, step, worker, data)
+                    if found is not None:
+                        yield found
+
+    def _get(self, key: str) -> bytes | None:
+        try:
+            return self._store.get(key)
+        except ObjectNotFound:
+            return None  # deleted between list and get
+
+    def _parse(self, key: str, step: int, worker: str, data: bytes | None) -> FoundIndex | None:
+        if data is None:
+            return None
+        try:
+            index = self._parser.parse(data)
+        except CorruptIndex as exc:
+            self._corrupt(key, step, exc)
+            return None
+        self._read[key] = step
+        return FoundIndex(key, step, worker, index)
 
     def _corrupt(self, key: str, step: int, exc: CorruptIndex) -> None:
         tries = self._bad.get(key, 0) + 1

@@ -14,6 +14,9 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 
 from murphy.core.modes import ModeKeys
 from murphy.exceptions import (
@@ -24,8 +27,8 @@ from murphy.exceptions import (
     UnsupportedDType,
 )
 from murphy.storage.base import ObjectStore
-from murphy.tensorio.events import TensorEvent, decode_tensor_event
-from murphy.tensorio.framing import read_one
+from murphy.tensorio.events import TensorEvent
+from murphy.tensorio.fastpath import RecordDecoder
 from murphy.tensorio.locations import EVENTS_PREFIX, parse_event_key
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,7 @@ class RecordFetcher:
         self._files: OrderedDict[str, bytes] = OrderedDict()
         self._held = 0
         self._seen: dict[str, int] = {}
+        self._decoder = RecordDecoder()
 
     def clear(self) -> None:
         """Drop the cached files."""
@@ -74,26 +78,38 @@ class RecordFetcher:
     def read(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> TensorEvent:
         """Decode the record at ``loc``; ``tname``/``step``/``mode`` are for error messages."""
         fname, start, length = loc
-        cached = self._from_cache(fname, start, length)
-        data = cached if cached is not None else self._fetch(loc, tname, step, mode)
-        what = f"tensor {tname!r} at step {step} ({fname} bytes {start}+{length})"
+        buf = self._files.get(fname)
+        if buf is not None:
+            self._files.move_to_end(fname)
+            offset = start
+        else:
+            buf, offset = self._fetch(loc, tname, step, mode)
         try:
-            return decode_tensor_event(read_one(data))
+            return self._decoder.decode(buf, offset, length, tname)
         except TruncatedRecord as exc:
-            raise TruncatedRecord(f"{what}: record is cut short: {exc}") from exc
+            raise TruncatedRecord(f"{self._what(loc, tname, step)}: record is cut short: {exc}") from exc
         except UnsupportedDType as exc:
-            raise UnsupportedDType(f"{what}: {exc}") from exc
+            raise UnsupportedDType(f"{self._what(loc, tname, step)}: {exc}") from exc
         except CorruptRecord as exc:
-            raise CorruptRecord(f"{what}: record is damaged: {exc}") from exc
+            raise CorruptRecord(f"{self._what(loc, tname, step)}: record is damaged: {exc}") from exc
 
-    def _from_cache(self, fname: str, start: int, length: int) -> memoryview | None:
+    def read_value(self, fname: str, span: tuple[int, int], tname: str, step: int, mode: ModeKeys) -> np.ndarray[Any, Any]:
+        """``read((fname, *span), ...).value``: the trial's hot path, without building events."""
         buf = self._files.get(fname)
         if buf is None:
-            return None
+            return self.read((fname, span[0], span[1]), tname, step, mode).value
         self._files.move_to_end(fname)
-        return memoryview(buf)[start : start + length]
+        try:
+            return self._decoder.value(buf, span[0], span[1], tname)
+        except (CorruptRecord, UnsupportedDType):
+            return self.read((fname, span[0], span[1]), tname, step, mode).value  # re-raises, worded
 
-    def _fetch(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> bytes | memoryview:
+    @staticmethod
+    def _what(loc: Location, tname: str, step: int) -> str:
+        return f"tensor {tname!r} at step {step} ({loc[0]} bytes {loc[1]}+{loc[2]})"
+
+    def _fetch(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> tuple[bytes, int]:
+        """The bytes holding the record and its offset in them (whole file or ranged get)."""
         fname, start, length = loc
         state = self._seen.get(fname, _NEVER)
         size = self._file_sizes.get(fname, 0)
@@ -101,12 +117,12 @@ class RecordFetcher:
             whole = self._get_retrying(fname, 0, None, tname, step, mode)
             self._seen[fname] = _WHOLE
             self._remember(fname, whole)
-            return memoryview(whole)[start : start + length]
+            return whole, start
         if state == _NEVER:
             if len(self._seen) > 1_000_000:  # bound the bookkeeping on endless scans
                 self._seen.clear()
             self._seen[fname] = _ONCE
-        return self._get_retrying(fname, start, length, tname, step, mode)
+        return self._get_retrying(fname, start, length, tname, step, mode), 0
 
     def _remember(self, fname: str, data: bytes) -> None:
         if len(data) > self._cache_bytes:

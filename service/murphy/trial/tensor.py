@@ -28,6 +28,7 @@ from murphy.exceptions import (
 )
 from murphy.trial.fetch import Location
 from murphy.trial.state import StepState
+from murphy.trial.tables import Slot, Span
 
 if TYPE_CHECKING:
     from murphy.trial.trial import Trial
@@ -55,66 +56,33 @@ def numpy_reduction(name: str, value: np.ndarray[Any, Any], abs_: bool = False) 
     return np.asarray(fn(data))
 
 
-class StepRecord:
-    """What one worker saved of one tensor at one step: where its raw value and reductions are."""
-
-    __slots__ = ("location", "reductions", "shape", "value")
-
-    def __init__(self) -> None:
-        self.location: Location | None = None
-        self.reductions: dict[tuple[str, bool], Location] | None = None
-        self.shape: tuple[int, ...] | None = None
-        self.value: np.ndarray[Any, Any] | None = None  # only with cache=True
-
-
 class Tensor:
-    """A saved tensor. Steps are global unless a ``mode`` is given (then they are mode steps)."""
+    """A saved tensor. Steps are global unless a ``mode`` is given (then they are mode steps).
+
+    Where it was saved lives in the trial (per step, a view of the index table); the tensor only
+    caches its sorted step list and, with ``cache=True``, the values read.
+    """
 
     def __init__(self, name: str, trial: Trial, cache: bool = False) -> None:
         self.name = name
         self.original_name: str | None = None
         self.trial = trial
         self.cache = cache
-        self._steps: dict[int, dict[str, StepRecord]] = {}
-        self._version = 0
+        self._values: dict[Location, np.ndarray[Any, Any]] = {}
         self._sorted: list[int] = []
         self._sorted_version = -1
 
     def __repr__(self) -> str:
         return f"<murphy Tensor {self.name!r} of trial {self.trial.name!r}>"
 
-    # --- filled by the trial while it reads index files ---------------------------------------
-
-    def _record(self, step: int, worker: str) -> StepRecord:
-        by_worker = self._steps.get(step)
-        if by_worker is None:
-            by_worker = self._steps[step] = {}
-            self._version += 1
-        rec = by_worker.get(worker)
-        if rec is None:
-            rec = by_worker[worker] = StepRecord()
-        return rec
-
-    def add_location(self, step: int, worker: str, loc: Location) -> None:
-        self._record(step, worker).location = loc
-
-    def add_reduction(self, step: int, worker: str, op: str, abs_: bool, loc: Location) -> None:
-        rec = self._record(step, worker)
-        if rec.reductions is None:
-            rec.reductions = {}
-        rec.reductions[(op, abs_)] = loc
-
-    def add_shape(self, step: int, worker: str, shape: tuple[int, ...], original_name: str | None) -> None:
-        self._record(step, worker).shape = shape
-        if original_name:
-            self.original_name = original_name
-
     # --- steps --------------------------------------------------------------------------------
 
     def _global_steps(self) -> list[int]:
-        if self._sorted_version != self._version:
-            self._sorted = sorted(self._steps)
-            self._sorted_version = self._version
+        trial = self.trial
+        if self._sorted_version != trial.version:
+            name = self.name
+            self._sorted = [g for g in trial._book.all_steps(ModeKeys.GLOBAL) if trial._saved_at(g, name)]
+            self._sorted_version = trial.version
         return self._sorted
 
     def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
@@ -145,11 +113,11 @@ class Tensor:
             raise TensorUnavailableForStep(self.name, step_num, mode)
         return sorted(by_worker)
 
-    def _by_worker(self, step_num: int, mode: ModeKeys) -> dict[str, StepRecord] | None:
-        g = self.trial._book.global_step(mode, step_num)
-        return None if g is None else self._steps.get(g)
+    def _by_worker(self, step_num: int, mode: ModeKeys) -> dict[str, tuple[str, Slot]] | None:
+        g = step_num if mode is ModeKeys.GLOBAL else self.trial._book.global_step(mode, step_num)
+        return None if g is None else self.trial._slots(g, self.name)
 
-    def _step(self, step_num: int, mode: ModeKeys, worker: str | None) -> StepRecord:
+    def _step(self, step_num: int, mode: ModeKeys, worker: str | None) -> tuple[str, Slot]:
         """The record for the step, or smdebug's lookup error for why there is none."""
         by_worker = self._by_worker(step_num, mode)
         if by_worker is None:
@@ -185,25 +153,35 @@ class Tensor:
 
     # --- values -------------------------------------------------------------------------------
 
-    def _load(self, rec: StepRecord, loc: Location, step_num: int, mode: ModeKeys) -> np.ndarray[Any, Any]:
-        return self.trial._fetcher.read(loc, self.name, step_num, mode).value
+    def _load(self, fname: str, span: Span, step_num: int, mode: ModeKeys) -> np.ndarray[Any, Any]:
+        return self.trial._fetcher.read_value(fname, span, self.name, step_num, mode)
 
-    def _raw(self, rec: StepRecord, step_num: int, mode: ModeKeys) -> np.ndarray[Any, Any] | None:
-        if rec.value is not None:
-            return rec.value
-        if rec.location is None:
+    def _raw(self, rec: tuple[str, Slot], step_num: int, mode: ModeKeys) -> np.ndarray[Any, Any] | None:
+        fname, slot = rec
+        if slot.span is None:
             return None
-        value = self._load(rec, rec.location, step_num, mode)
-        if self.cache:
-            rec.value = value
+        if not self.cache:
+            return self._load(fname, slot.span, step_num, mode)
+        loc = (fname, *slot.span)
+        value = self._values.get(loc)
+        if value is None:
+            value = self._values[loc] = self._load(fname, slot.span, step_num, mode)
         return value
 
     def value(self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None) -> np.ndarray[Any, Any]:
         """The saved value as a numpy array (a PyTorch loss comes back with shape ``()``)."""
+        if mode is ModeKeys.GLOBAL and worker is None and not self.cache:
+            # The common case (one worker wrote the step, raw value saved), without the dicts.
+            files = self.trial._step_files.get(step_num)
+            if files is not None and len(files) == 1:
+                for fname, view in files.values():
+                    slot = view.slots.get(self.name)
+                    if slot is not None and slot.span is not None:
+                        return self.trial._fetcher.read_value(fname, slot.span, self.name, step_num, mode)
         rec = self._step(step_num, mode, worker)
         value = self._raw(rec, step_num, mode)
         if value is None:
-            raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(rec.reductions))
+            raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(rec[1].reductions))
         return value
 
     def values(self, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None) -> dict[int, np.ndarray[Any, Any]]:
@@ -213,8 +191,8 @@ class Tensor:
     def shape(self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None) -> tuple[int, ...]:
         """The saved shape, else the raw value's shape; ``ShapeUnavailableForStep`` otherwise."""
         rec = self._step(step_num, mode, worker)
-        if rec.shape is not None:
-            return rec.shape
+        if rec[1].shape is not None:
+            return rec[1].shape
         value = self._raw(rec, step_num, mode)
         if value is None:
             raise ShapeUnavailableForStep(self.name, step_num, mode)
@@ -230,20 +208,21 @@ class Tensor:
     ) -> np.ndarray[Any, Any]:
         """The stored reduction, else one computed from the raw value with numpy."""
         rec = self._step(step_num, mode, worker)
+        reductions = rec[1].reductions
         op = reduction_name[: -len("_norm")] if reduction_name.endswith("_norm") else reduction_name
-        loc = rec.reductions.get((op, abs)) if rec.reductions else None
-        if loc is not None:
-            return self._load(rec, loc, step_num, mode)
+        span = reductions.get((op, abs)) if reductions else None
+        if span is not None:
+            return self._load(rec[0], span, step_num, mode)
         value = self._raw(rec, step_num, mode)
         if value is None:
-            raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(rec.reductions))
+            raise TensorUnavailableForStep(self.name, step_num, mode, has_reductions=bool(reductions))
         return numpy_reduction(op, value, abs)
 
     def reduction_values(
         self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
     ) -> dict[tuple[str, bool], np.ndarray[Any, Any]]:
         """``{(op, abs): value}`` of the reductions *stored* at the step."""
-        rec = self._step(step_num, mode, worker)
-        if not rec.reductions:
+        fname, slot = self._step(step_num, mode, worker)
+        if not slot.reductions:
             return {}
-        return {key: self._load(rec, loc, step_num, mode) for key, loc in rec.reductions.items()}
+        return {key: self._load(fname, span, step_num, mode) for key, span in slot.reductions.items()}

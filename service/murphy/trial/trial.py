@@ -21,12 +21,13 @@ from murphy.core.collection import Collection, CollectionKeys
 from murphy.core.modes import ModeKeys
 from murphy.exceptions import NoMoreData, StepUnavailable, TensorUnavailable
 from murphy.storage.base import ObjectStore
-from murphy.tensorio.index import StepIndex
-from murphy.tensorio.locations import END_OF_TRAINING_KEY, parse_reduction_name
+from murphy.tensorio.index import IndexTable, ParsedIndex
+from murphy.tensorio.locations import END_OF_TRAINING_KEY
 from murphy.trial.discovery import IndexScanner
 from murphy.trial.fetch import RecordFetcher
 from murphy.trial.opening import ReaderSettings, load_collections
 from murphy.trial.state import StepBook, StepState
+from murphy.trial.tables import Slot, TableView
 from murphy.trial.tensor import Tensor
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,12 @@ class Trial:
         self._settings = settings
         self._lock = threading.RLock()
         self._tensors: dict[str, Tensor] = {}
-        self._step_tensors: dict[int, set[str]] = {}
+        # global step → worker → (events file, view of its index table)
+        self._step_files: dict[int, dict[str, tuple[str, TableView]]] = {}
+        self._views: dict[int, TableView] = {}  # by id() of the (kept alive) table
         self._mode_tensors: dict[ModeKeys, set[str]] = {}
+        self._mode_views: set[tuple[ModeKeys, int]] = set()
+        self.version = 0  # bumped on every index file read; Tensor caches key on it
         self._event_sizes: dict[str, int] = {}
         self._scanner = IndexScanner(store, range_steps)
         self._fetcher = RecordFetcher(
@@ -171,32 +176,46 @@ class Trial:
             t = self._tensors[name] = Tensor(name, self, cache=self.cache)
         return t
 
-    def _add_index(self, step: int, worker: str, index: StepIndex) -> None:
-        mode = index.mode
-        self._book.add(step, worker, mode, index.mode_step)
+    def _view_of(self, table: IndexTable, mode: ModeKeys) -> TableView:
+        view = self._views.get(id(table))
+        if view is None:
+            view = self._views[id(table)] = TableView(table)
+            for name in view.names:
+                self._tensor_for(name)
+        if mode is not ModeKeys.GLOBAL and (mode, id(table)) not in self._mode_views:
+            self._mode_views.add((mode, id(table)))
+            self._mode_tensors.setdefault(mode, set()).update(view.names)
+        return view
+
+    def _add_index(self, step: int, worker: str, index: ParsedIndex) -> None:
+        self._book.add(step, worker, index.mode, index.mode_step)
         self._workers.add(worker)
-        names = self._step_tensors.setdefault(step, set())
+        view = self._view_of(index.table, index.mode)
         fname = index.event_file_name
-        end = self._event_sizes.get(fname, 0)
-        for entry in index.tensors:
-            loc = (fname, entry.start_idx, entry.length)
-            end = max(end, entry.start_idx + entry.length)
-            red = parse_reduction_name(entry.tensorname)
-            if red is None:
-                self._tensor_for(entry.tensorname).add_location(step, worker, loc)
-                names.add(entry.tensorname)
-            else:
-                base, op, abs_ = red
-                self._tensor_for(base).add_reduction(step, worker, op, abs_, loc)
-                names.add(base)
-        for shape in index.shapes:
-            self._tensor_for(shape.tensorname).add_shape(
-                step, worker, tuple(shape.shape), shape.originalname
-            )
-            names.add(shape.tensorname)
-        self._event_sizes[fname] = end
-        if mode is not ModeKeys.GLOBAL:
-            self._mode_tensors.setdefault(mode, set()).update(names)
+        self._step_files.setdefault(step, {})[worker] = (fname, view)
+        if index.table.end > self._event_sizes.get(fname, 0):
+            self._event_sizes[fname] = index.table.end
+        for name, original in view.original_names:
+            self._tensors[name].original_name = original
+        self.version += 1
+
+    def _slots(self, step: int, name: str) -> dict[str, tuple[str, Slot]] | None:
+        """``{worker: (events file, slot)}`` of tensor ``name`` at global ``step`` (None: not saved)."""
+        files = self._step_files.get(step)
+        if files is None:
+            return None
+        out = None
+        for worker, (fname, view) in files.items():
+            slot = view.slots.get(name)
+            if slot is not None:
+                if out is None:
+                    out = {}
+                out[worker] = (fname, slot)
+        return out
+
+    def _saved_at(self, step: int, name: str) -> bool:
+        files = self._step_files.get(step)
+        return files is not None and any(name in view.names for _, view in files.values())
 
     # --- tensors ------------------------------------------------------------------------------
 
@@ -232,7 +251,8 @@ class Trial:
         self.maybe_refresh()
         if step is not None:
             g = self._book.global_step(mode, step)
-            names: Iterable[str] = self._step_tensors.get(g, ()) if g is not None else ()
+            files = self._step_files.get(g) if g is not None else None
+            names: Iterable[str] = set().union(*(v.names for _, v in files.values())) if files else ()
         elif mode is ModeKeys.GLOBAL:
             names = self._tensors.keys()
         else:

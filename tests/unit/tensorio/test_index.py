@@ -3,10 +3,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from murphy.core.modes import ModeKeys
 from murphy.exceptions import CorruptIndex
-from murphy.tensorio.index import IndexEntry, ShapeEntry, StepIndex
+from murphy.tensorio.index import IndexEntry, IndexParser, ParsedIndex, ShapeEntry, StepIndex
 
 EVENTS = "events/000000000003/000000000003_worker_0.tfevents"
 
@@ -61,6 +63,70 @@ def test_either_payload_key_is_enough() -> None:
 def test_bad_index_files(doc: bytes) -> None:
     with pytest.raises(CorruptIndex):
         StepIndex.from_json_bytes(doc)
+    with pytest.raises(CorruptIndex):
+        IndexParser().parse(doc)
+
+
+def _expected(data: bytes) -> ParsedIndex | type[CorruptIndex]:
+    try:
+        idx = StepIndex.from_json_bytes(data)
+    except CorruptIndex:
+        return CorruptIndex
+    rows = tuple((e.tensorname, e.start_idx, e.length) for e in idx.tensors)
+    return ParsedIndex(idx.mode, idx.mode_step, idx.event_file_name,
+                       _table(rows, tuple(idx.shapes)))
+
+
+def _table(rows: tuple[tuple[str, int, int], ...], shapes: tuple[ShapeEntry, ...]) -> object:
+    return (rows, shapes, max((s + n for _, s, n in rows), default=0))
+
+
+def _got(parser: IndexParser, data: bytes) -> ParsedIndex | type[CorruptIndex]:
+    try:
+        p = parser.parse(data)
+    except CorruptIndex:
+        return CorruptIndex
+    t = p.table
+    return ParsedIndex(p.mode, p.mode_step, p.event_file_name, _table(t.tensors, t.shapes))  # type: ignore[arg-type]
+
+
+entries = st.lists(st.tuples(st.text(max_size=8), st.integers(0, 99), st.integers(1, 99)), max_size=4)
+
+
+@given(steps=st.lists(st.integers(0, 10**6), min_size=1, max_size=4), rows=entries,
+       mode=st.sampled_from(list(ModeKeys)), fname=st.text(min_size=1, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_parser_equals_step_index_and_shares_tables(steps: list[int], rows: list[tuple[str, int, int]],
+                                                    mode: ModeKeys, fname: str) -> None:
+    parser = IndexParser()
+    tables = set()
+    for step in steps:
+        idx = StepIndex(mode, step, f"{fname}/{step}", [IndexEntry(*r) for r in rows])
+        data = idx.to_json_bytes()
+        assert _got(parser, data) == _expected(data)
+        tables.add(id(parser.parse(data).table))
+    if all(c not in fname for c in '"\\') and fname.isascii() and fname.isprintable():
+        assert len(tables) == 1  # canonical files with equal payloads share one table
+
+
+@given(pos=st.integers(0, 400), value=st.binary(min_size=0, max_size=3))
+@settings(max_examples=400, deadline=None)
+def test_parser_equals_step_index_on_damaged_files(pos: int, value: bytes) -> None:
+    good = StepIndex(ModeKeys.TRAIN, 12, EVENTS, [IndexEntry("a", 0, 20), IndexEntry("b", 20, 30)]).to_json_bytes()
+    parser = IndexParser()
+    parser.parse(good)
+    p = pos % len(good)
+    bad = good[:p] + value + good[p + len(value):]
+    assert _got(parser, bad) == _expected(bad)
+
+
+def test_a_later_meta_key_wins_as_in_json() -> None:
+    first = StepIndex(ModeKeys.TRAIN, 1, "e1", [IndexEntry("a", 0, 20)]).to_json_bytes()
+    tricky = first[:-1] + b', "meta": {"mode": "EVAL", "mode_step": 9, "event_file_name": "e9"}}'
+    parser = IndexParser()
+    for data in (first, tricky, tricky):
+        assert _got(parser, data) == _expected(data)
+    assert parser.parse(tricky).mode is ModeKeys.EVAL
 
 
 def test_every_torn_prefix_is_corrupt() -> None:
