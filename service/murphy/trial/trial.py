@@ -265,6 +265,24 @@ class Trial:
             return sorted(n for n in names if coll.matches(n))
         return sorted(names)
 
+    def write_order(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
+        """Names saved at ``step`` in the order the hook wrote them (murphy extension).
+
+        Within a step the hook writes parameters, then layer inputs/outputs in forward order,
+        then the loss, then gradients as backward produces them: write order is the order of
+        computation, so the first bad tensor in it is where a NaN cascade started. Workers are
+        taken in name order; a name appears once, at its first write.
+        """
+        self.maybe_refresh()
+        g = self._book.global_step(mode, step)
+        files = self._step_files.get(g) if g is not None else None
+        if not files:
+            return []
+        seen: dict[str, None] = {}
+        for worker in sorted(files):
+            seen.update(dict.fromkeys(files[worker][1].slots))
+        return list(seen)
+
     def _values_of(self, names: list[str], step: int, mode: ModeKeys) -> list[np.ndarray[Any, Any]]:
         return [self.tensor(n).value(step, mode=mode) for n in names]
 

@@ -43,3 +43,15 @@ def test_shared_tables_and_fast_path_match_the_files(store: ObjectStore) -> None
                 np.testing.assert_array_equal(trial.tensor(ev.name).value(s), ev.value)
                 assert trial.tensor(ev.name).value(s).dtype == ev.value.dtype
 
+
+
+def test_write_order_is_the_order_the_hook_wrote(store: ObjectStore) -> None:
+    write_colls(store)
+    write_step(store, 0, {"zeta": 1.0, "alpha": 2.0, "gradient/mid": 3.0})
+    write_step(store, 1, {"gradient/mid": 3.0, "zeta": 1.0}, reductions={"alpha": {("max", False): 5.0}})
+    end(store)
+    trial = create_trial(store)
+    assert trial.write_order(0) == ["zeta", "alpha", "gradient/mid"]
+    # a reductions-only tensor takes the place of its first reduction record
+    assert trial.write_order(1) == ["gradient/mid", "zeta", "alpha"]
+    assert trial.write_order(7) == []

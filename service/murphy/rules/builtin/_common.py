@@ -86,8 +86,9 @@ def require(condition: bool, rule: str, name: str, value: Any, expected: str) ->
 def layer_order(trial: Any, names: Iterable[str], step: int) -> list[str]:
     """``names`` in the order the hook wrote them at global ``step`` (its layer order).
 
-    Uses ``trial.write_order(step)`` when the trial offers it; otherwise (the trial reader keeps
-    no order today) names sorted alphabetically, a stable and documented fallback.
+    Uses ``trial.write_order(step)`` (murphy's trial: parameters, then layer inputs/outputs in
+    forward order, the loss, then gradients in backward order, i.e. the order of computation);
+    for another trial implementation, names sorted alphabetically.
     """
     wanted = set(names)
     write_order = getattr(trial, "write_order", None)
