@@ -36,6 +36,9 @@ lint: setup
 bench: setup
 	$(PY) benchmarks/hook_overhead.py
 	$(PY) benchmarks/trial_read.py
+	$(PY) benchmarks/detection_latency.py
+	$(PY) benchmarks/rule_throughput.py
+	$(PY) benchmarks/rule_quality/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
