@@ -66,7 +66,9 @@ def is_string_dtype(dtype: np.dtype[Any]) -> bool:
 
 def is_bfloat16_dtype(dtype: np.dtype[Any]) -> bool:
     """True for a 2-byte numpy extension dtype named bfloat16 (e.g. ``ml_dtypes.bfloat16``)."""
-    return dtype.name == BFLOAT16 and dtype.itemsize == 2
+    # dtype.type.__name__ rather than dtype.name: the latter is computed in Python and this
+    # runs for every record written.
+    return dtype.itemsize == 2 and dtype.type.__name__ == BFLOAT16
 
 
 def dt_of(dtype: np.dtype[Any]) -> int:

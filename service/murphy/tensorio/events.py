@@ -18,8 +18,8 @@ DT_BFLOAT16) and skips every field it does not know.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -70,7 +70,9 @@ def _prepare(value: Any, original_dtype: str | None) -> tuple[np.ndarray[Any, An
     return arr, None
 
 
-def _shape_field(name: str, shape: Sequence[int]) -> bytes:
+@lru_cache(maxsize=4096)
+def _shape_field(name: str, shape: tuple[int, ...]) -> bytes:
+    # Cached: the hook writes the same (name, shape) at every saved step.
     dims = []
     for size in shape:
         dim = (w.key(1, w.VARINT) + w.encode_varint(size) if size else b"") + w.len_delimited(
@@ -104,7 +106,9 @@ def _tensor_parts(name: str, arr: np.ndarray[Any, Any]) -> tuple[bytes, Buffer]:
     return head, content
 
 
+@lru_cache(maxsize=64)
 def _metadata(mode: ModeKeys, mode_step: int, original_dtype: str | None) -> bytes:
+    # Cached: every record of a step carries the same plugin data.
     entries = [(MODE_STEP_PLUGIN_NAME, str(mode_step)), (MODE_PLUGIN_NAME, str(ModeKeys(mode).value))]
     if original_dtype is not None:
         entries.append((DTYPE_PLUGIN_NAME, original_dtype))

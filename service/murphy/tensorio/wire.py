@@ -7,6 +7,7 @@ struct.error, and unknown fields of every wire type (including deprecated groups
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
 from murphy.exceptions import CorruptRecord
 
@@ -31,8 +32,9 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
+@lru_cache(maxsize=256)
 def key(field: int, wire_type: int) -> bytes:
-    """The tag bytes of a field."""
+    """The tag bytes of a field (cached: a handful of tags are written for every record)."""
     return encode_varint((field << 3) | wire_type)
 
 

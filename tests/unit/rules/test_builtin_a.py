@@ -251,20 +251,35 @@ def test_overfit_quiet_when_losses_track() -> None:
 
 
 def test_overtraining_train_and_validation_patience() -> None:
-    train = [1.0, 0.8, 0.6, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
-    val = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]
+    train = [1.0, 0.8, 0.6] + [0.5] * 11
+    val = [1.0 - 0.07 * e for e in range(14)]
     trial = train_eval_trial(train, val, per_phase=1)
-    rule = Overtraining(trial)  # train best 0.5 at epoch 3; stale saves at epochs 4..8 -> 16
-    assert run_rule(rule) == 16
+    # Running means of 5 training saves: 1, .9, .8, .725, .68, .58, .52, .5 (epoch 7, the last
+    # improvement by > 0.01), then .5 at epochs 8..12: 5 stale saves -> epoch 12 = step 24.
+    rule = Overtraining(trial)
+    assert run_rule(rule) == 24
     assert rule.finding is not None and "training loss" in rule.finding.message
     assert run_rule(Overtraining(trial, patience_train="20")) is None
-    flat_val = train_eval_trial(val, [0.5] * 10, per_phase=1)
+    flat_val = train_eval_trial(val[:10], [0.5] * 10, per_phase=1)
     rule = Overtraining(flat_val, patience_validation="3")
     assert run_rule(rule) == 7  # EVAL saves at 1, 3, 5, 7: stale at 3, 5, 7
     assert rule.finding is not None and "validation loss" in rule.finding.message
     assert run_rule(Overtraining(flat_val, patience_validation="20")) is None
     with pytest.raises(RuleParameterError, match="delta"):
         Overtraining(flat_val, delta="-1")
+
+
+def test_overtraining_judges_noisy_training_losses_by_their_running_mean() -> None:
+    # A per-batch loss still falling 0.02 per save, with +-0.05 noise and one lucky batch at
+    # save 5 (0.3 below the trend). Against that single batch the loss would not "improve"
+    # for the next ~15 saves; its running mean keeps improving.
+    losses = [2.0 - 0.02 * t + (0.05 if t % 2 else -0.05) - (0.3 if t == 5 else 0.0) for t in range(40)]
+    trial = write_trial({t: {"CrossEntropyLoss_output_0": v} for t, v in enumerate(losses)},
+                        mode=ModeKeys.TRAIN)
+    assert run_rule(Overtraining(trial)) is None
+    flat = write_trial({t: {"CrossEntropyLoss_output_0": v}
+                        for t, v in enumerate(losses[:20] + [losses[19]] * 20)}, mode=ModeKeys.TRAIN)
+    assert run_rule(Overtraining(flat)) is not None
 
 
 def test_overfit_overtraining_bad_parameters() -> None:

@@ -37,6 +37,14 @@ def test_poor_weight_initialization() -> None:
     rule = PoorWeightInitialization(init_trial([1.0, 10.0], 0.1, decreasing))  # var ratio ~100
     assert run_rule(rule) == 0
     assert rule.finding is not None and rule.finding.tensor == "fc0_relu_input"
+    # PyTorch's default init: variance ~6x smaller per ReLU layer (36x end to end) is healthy;
+    # one 32x jump between two adjacent layers is not.
+    shrink = [6.0 ** (-i / 2) for i in range(4)]
+    assert run_rule(PoorWeightInitialization(init_trial(shrink, 0.1, decreasing))) is None
+    jump = [1.0, 1.0, 32.0 ** 0.5, 32.0 ** 0.5]
+    rule = PoorWeightInitialization(init_trial(jump, 0.1, decreasing))
+    assert run_rule(rule) == 0
+    assert rule.finding is not None and rule.finding.tensor == "fc1_relu_input"
     rule = PoorWeightInitialization(init_trial([1.0, 1.0], 1e-6, decreasing))
     assert run_rule(rule) == 0
     assert rule.finding is not None and rule.finding.tensor == "gradient/fc0_weight"

@@ -84,6 +84,15 @@ def test_class_imbalance_fires_when_one_class_is_neglected() -> None:
     assert rule.finding.value is not None and rule.finding.value > 0.7
 
 
+def test_class_imbalance_quiet_when_an_early_model_ignores_one_class_but_is_bad_on_all() -> None:
+    # Balanced labels; an early model never predicts class 3 and is right only half the time on
+    # the others (what healthy training looks like at step 5): no class is singled out.
+    rng = np.random.default_rng(3)
+    labels = [rng.integers(0, 4, 100) for _ in range(10)]
+    preds = [np.where(lab == 3, 0, np.where(rng.random(100) < 0.5, lab, (lab + 1) % 3)) for lab in labels]
+    assert run_rule(ClassImbalance(_batches(labels, preds, classes=4))) is None
+
+
 def test_class_imbalance_counts_each_step_once() -> None:
     lab = np.array([0] * 95 + [1] * 5)
     rule = ClassImbalance(_batches([lab] * 5, [lab] * 5))

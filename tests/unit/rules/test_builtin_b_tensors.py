@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from murphy.core.modes import ModeKeys
 from murphy.rules.builtin.similar_across_runs import SimilarAcrossRuns
 from murphy.rules.builtin.tensor_variance import TensorVariance
 from murphy.rules.builtin.unchanged_tensor import UnchangedTensor
@@ -101,6 +102,23 @@ def test_unchanged_tensor_quiet_when_values_change_and_tolerances_apply() -> Non
     rule = UnchangedTensor(trial)
     assert run_rule(rule) == 2
     assert rule.finding is not None and rule.finding.tensor == "frozen"
+
+
+def test_unchanged_tensor_ignores_weights_resting_through_an_eval_phase() -> None:
+    # TRAIN 0-1 (weights move), EVAL 2-4 (weights rest, as they must), TRAIN 5-7 (move again).
+    kit, base = TrialKit(), _w(1.0)
+    for s in range(8):
+        mode = ModeKeys.EVAL if 2 <= s <= 4 else ModeKeys.TRAIN
+        scale = 3.0 if mode is ModeKeys.EVAL else 1.0 + s  # constant through EVAL
+        kit.step(s, {"fc.weight": base * scale}, mode=mode)
+    assert run_rule(UnchangedTensor(kit.end().trial())) is None
+    # A frozen weight is still caught, from TRAIN steps only: TRAIN 0, 1, 5 are its window.
+    kit, frozen = TrialKit(), _w(1.0)
+    for s in range(8):
+        kit.step(s, {"fc.weight": frozen}, mode=ModeKeys.EVAL if 2 <= s <= 4 else ModeKeys.TRAIN)
+    rule = UnchangedTensor(kit.end().trial())
+    assert run_rule(rule) == 5
+    assert rule.finding is not None and "[0, 1, 5]" in rule.finding.message
 
 
 def test_unchanged_tensor_equal_nan() -> None:

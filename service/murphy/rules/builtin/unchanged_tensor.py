@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from murphy.core.modes import ModeKeys
 from murphy.rules.builtin._common import (
     checked_regexes,
     fmt,
@@ -35,6 +36,12 @@ class UnchangedTensor(Rule):
 
     Tensors are checked in layer order; the first unchanged one is reported, with the largest
     absolute difference seen across the window as the value.
+
+    Only training steps are judged, and windows hold training steps only: TRAIN steps (GLOBAL
+    steps in a trial without modes). Parameters legitimately stay the same through an EVAL or
+    PREDICT phase, so a window reaching into one would report every weight of a healthy run
+    that saves during evaluation (found by ``benchmarks/rule_quality``: 3 consecutive EVAL
+    saves of ``head.bias`` fired on a healthy run).
     """
 
     def __init__(
@@ -64,9 +71,18 @@ class UnchangedTensor(Rule):
         require(self.atol >= 0, name, "atol", atol, ">= 0")
         self.equal_nan = as_bool(equal_nan, "equal_nan", name)
 
+    def _window(self, tname: str, step: int) -> list[int]:
+        """The tensor's last ``num_steps`` saved training steps up to ``step`` (global steps)."""
+        trial = self.base_trial
+        mode, mode_step = trial.mode_modestep(step)
+        if mode is None or mode is ModeKeys.GLOBAL:
+            return list(trial.tensor(tname).prev_steps(step, self.num_steps))
+        mode_steps = trial.tensor(tname).prev_steps(mode_step, self.num_steps, mode=mode)
+        return [g for s in mode_steps if (g := trial.global_step(mode, s)) is not None]
+
     def _max_change(self, tname: str, step: int) -> float | None:
         """Largest |difference| to the value at ``step`` over the window; None if it changed."""
-        window = self.base_trial.tensor(tname).prev_steps(step, self.num_steps)
+        window = self._window(tname, step)
         if len(window) < self.num_steps or window[-1] != step:
             return None
         last = value_at(self.base_trial, tname, step)
@@ -86,12 +102,14 @@ class UnchangedTensor(Rule):
         return largest
 
     def invoke_at_step(self, step: int) -> bool:
+        if self.base_trial.mode(step) in (ModeKeys.EVAL, ModeKeys.PREDICT):
+            return False
         names = selected_in_layer_order(self.base_trial, step, self.collection_names, self.tensor_regex)
         for tname in names:
             change = self._max_change(tname, step)
             if change is None:
                 continue
-            window = self.base_trial.tensor(tname).prev_steps(step, self.num_steps)
+            window = self._window(tname, step)
             return self.found(
                 step,
                 f"{tname!r} is unchanged over its last {self.num_steps} saved steps "
