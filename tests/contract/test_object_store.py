@@ -187,3 +187,33 @@ def test_memory_stores_with_same_name_share_data() -> None:
     b = open_store("memory://shared-contract/run")
     a.put("k", b"v")
     assert b.get("k") == b"v"
+
+
+@pytest.mark.parametrize("fast_get", [True, False], ids=["fast", "boto3"])
+def test_store_opened_after_credentials_change_uses_the_new_ones(
+    seaweedfs_server: object, monkeypatch: pytest.MonkeyPatch, fast_get: bool
+) -> None:
+    # SeaweedFS checks signatures (moto does not). boto3's default session would keep the
+    # credentials it resolved first, so one of the two middle stores would use stale ones.
+    import servers
+
+    server: servers.S3Server = seaweedfs_server  # type: ignore[assignment]
+    for k, v in server.env().items():
+        monkeypatch.setenv(k, v)
+    bucket = servers.new_bucket(server)
+    good = S3ObjectStore(bucket, "creds", fast_get=fast_get)
+    good.put("k", b"v")
+    assert good.get("k") == b"v"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "not-a-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+    bad = S3ObjectStore(bucket, "creds", fast_get=fast_get)
+    with pytest.raises(StorageError, match=r"InvalidAccessKeyId|AccessDenied|SignatureDoesNotMatch"):
+        bad.get("k")
+    with pytest.raises(StorageError):
+        list(bad.list())
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", server.secret_key)
+    again = open_store(f"s3://{bucket}/creds")
+    assert again.get("k") == b"v"
+    assert list(again.list()) == ["k"]
+    assert good.get("k") == b"v"  # a store keeps the credentials it was opened with
