@@ -174,6 +174,12 @@ def test_loss_not_decreasing_increase_cap_after_first_check() -> None:
     rule = LossNotDecreasing(trial, num_steps="2")
     assert run_rule(rule) == 5
     assert rule.finding is not None and "rose more than 5 %" in rule.finding.message
+    assert "vs 0.7 at step 3" in rule.finding.message  # num_steps back, not the last check (4)
+    # A rise between checks is measured over num_steps: 1.0 at step 5 is 5.3 % over step 4
+    # (the last check, 0.95) but below step 3 (1.0 * 1.05): no fire before the check at 6.
+    wobble = [1.2, 1.1, 1.0, 1.0, 0.95, 1.0, 0.9]
+    trial = write_trial({s: {"MSELoss_output_0": v} for s, v in enumerate(wobble)})
+    assert run_rule(LossNotDecreasing(trial, num_steps="2")) is None
     assert run_rule(LossNotDecreasing(trial, num_steps="2", increase_threshold_percent="100")) is None
 
 
@@ -188,8 +194,10 @@ def test_loss_not_decreasing_mode_order_and_collections() -> None:
     assert run_rule(rule) == 21
     assert rule.finding is not None and "EVAL step 10" in rule.finding.message
     assert run_rule(LossNotDecreasing(trial, mode="TRAIN")) is None
-    # GLOBAL mixes both: the check at 10 passes (0.95 < 1.0), eval loss 2.0 at 11 is a rise
-    assert run_rule(LossNotDecreasing(trial, mode="global")) == 11
+    # GLOBAL mixes both. Checks fall on TRAIN saves (10, 20, ...) and pass; between checks
+    # each save is compared with the one 10 steps back, an EVAL save with an EVAL save: no rise.
+    assert run_rule(LossNotDecreasing(trial, mode="global")) is None
+    assert run_rule(LossNotDecreasing(trial, mode="global", num_steps="9")) == 9  # EVAL 2.0 vs 1.0
     only_custom = LossNotDecreasing(trial, use_losses_collection="false", tensor_regex="custom", mode="EVAL")
     assert run_rule(only_custom) == 21
     assert only_custom.finding is not None and only_custom.finding.tensor == "custom"
@@ -232,17 +240,65 @@ def train_eval_trial(train: list[float], val: list[float], per_phase: int = 2) -
 
 def test_overfit_fires_when_val_loss_departs() -> None:
     train = [1.0, 0.8, 0.6, 0.4, 0.3, 0.2]
-    val = [1.05, 0.85, 0.62, 0.6, 0.7, 0.8]  # ratio > 0.1 from epoch 3 on (global steps 14, 15)
+    val = [1.05, 0.85, 0.62, 0.6, 0.7, 0.8]  # ratio > 0.1 from epoch 3 on (EVAL steps 14, 15)
     trial = train_eval_trial(train, val)
     rule = Overfit(trial)
-    assert run_rule(rule) == 14
+    assert run_rule(rule) == 15  # the pass 14-15 is judged once complete, at its last step
     f = rule.finding
     assert f is not None and f.tensor == "CrossEntropyLoss_output_0" and f.value == pytest.approx(0.5)
-    assert "step 14" in f.message and "0.1" in f.message
-    assert run_rule(Overfit(trial, patience="3")) == 18  # 14, 15, 18
+    assert "step 15" in f.message and "2 evaluation batch(es)" in f.message
+    assert run_rule(Overfit(trial, patience="3")) == 23  # passes ending 15, 19, 23
     assert run_rule(Overfit(trial, start_step="19")) == 19
     assert run_rule(Overfit(trial, ratio_threshold="5")) is None
     assert run_rule(Overfit(trial, tensor_regex="nothing_matches")) is None
+
+
+def test_overfit_averages_every_batch_of_an_evaluation_pass() -> None:
+    # Train 1.0 (steady); each pass has 3 batches. Pass 1: 1.3, 1.0, 0.9 (mean 1.067: ratio
+    # 0.067, although its first batch alone is 0.3 over); pass 2: 1.2, 1.2, 1.2 (ratio 0.2).
+    kit, g = TrialKit(), 0
+    for batches in ([1.3, 1.0, 0.9], [1.2, 1.2, 1.2]):
+        for _ in range(3):
+            kit.step(g, {"CrossEntropyLoss_output_0": 1.0}, mode=ModeKeys.TRAIN)
+            g += 1
+        for v in batches:
+            kit.step(g, {"CrossEntropyLoss_output_0": v}, mode=ModeKeys.EVAL)
+            g += 1
+    trial = kit.end().trial()
+    rule = Overfit(trial)
+    assert run_rule(rule) == 11  # the last batch of pass 2
+    assert rule.finding is not None and rule.finding.value == pytest.approx(0.2)
+
+
+def test_overfit_judges_a_pass_in_a_live_trial_once_it_is_known_complete() -> None:
+    kit = TrialKit()
+    for g in range(3):
+        kit.step(g, {"CrossEntropyLoss_output_0": 1.0}, mode=ModeKeys.TRAIN)
+    kit.step(3, {"CrossEntropyLoss_output_0": 1.5}, mode=ModeKeys.EVAL)
+    rule = Overfit(kit.trial())
+    assert not rule.evaluate(3)  # the pass may go on: training has not ended, no later step
+    kit.step(4, {"CrossEntropyLoss_output_0": 1.5}, mode=ModeKeys.EVAL)
+    kit.step(5, {"CrossEntropyLoss_output_0": 1.0}, mode=ModeKeys.TRAIN)
+    rule.base_trial.refresh()
+    assert rule.evaluate(4)  # the next step is TRAIN: the pass 3-4 is complete, judged at 4
+    assert rule.finding is not None and "2 evaluation batch(es)" in rule.finding.message
+    late = Overfit(rule.base_trial)
+    assert not late.evaluate(3) and late.evaluate(5)  # 4 skipped: judged at the TRAIN step
+    assert late.finding is not None and "at step 4" in late.finding.message
+    assert not late.evaluate(5)  # a pass is judged once
+
+
+def test_overfit_ignores_a_gap_within_minibatch_noise() -> None:
+    # Train losses 0.3/0.5 alternating (mean 0.4, SE ~0.045); val 0.46: ratio 0.15 > 0.1 but
+    # the gap 0.06 is within 3 standard errors. Val 0.7 is far outside.
+    kit, g = TrialKit(), 0
+    for val in (0.46, 0.46, 0.7):
+        for i in range(6):
+            kit.step(g, {"CrossEntropyLoss_output_0": 0.3 if i % 2 else 0.5}, mode=ModeKeys.TRAIN)
+            g += 1
+        kit.step(g, {"CrossEntropyLoss_output_0": val}, mode=ModeKeys.EVAL)
+        g += 1
+    assert run_rule(Overfit(kit.end().trial())) == 20
 
 
 def test_overfit_quiet_when_losses_track() -> None:
@@ -254,12 +310,16 @@ def test_overtraining_train_and_validation_patience() -> None:
     train = [1.0, 0.8, 0.6] + [0.5] * 11
     val = [1.0 - 0.07 * e for e in range(14)]
     trial = train_eval_trial(train, val, per_phase=1)
+    # The validation loss keeps improving: the training plateau alone is not overtraining.
+    assert run_rule(Overtraining(trial)) is None
+    flat = train_eval_trial(train, [0.5] * 14, per_phase=1)
     # Running means of 5 training saves: 1, .9, .8, .725, .68, .58, .52, .5 (epoch 7, the last
     # improvement by > 0.01), then .5 at epochs 8..12: 5 stale saves -> epoch 12 = step 24.
-    rule = Overtraining(trial)
+    rule = Overtraining(flat, patience_validation="20")
     assert run_rule(rule) == 24
     assert rule.finding is not None and "training loss" in rule.finding.message
-    assert run_rule(Overtraining(trial, patience_train="20")) is None
+    assert "validation loss has not improved" in rule.finding.message
+    assert run_rule(Overtraining(flat, patience_train="20", patience_validation="20")) is None
     flat_val = train_eval_trial(val[:10], [0.5] * 10, per_phase=1)
     rule = Overtraining(flat_val, patience_validation="3")
     assert run_rule(rule) == 7  # EVAL saves at 1, 3, 5, 7: stale at 3, 5, 7
@@ -280,6 +340,17 @@ def test_overtraining_judges_noisy_training_losses_by_their_running_mean() -> No
     flat = write_trial({t: {"CrossEntropyLoss_output_0": v}
                         for t, v in enumerate(losses[:20] + [losses[19]] * 20)}, mode=ModeKeys.TRAIN)
     assert run_rule(Overtraining(flat)) is not None
+
+
+def test_overtraining_waits_for_a_full_window_of_training_saves() -> None:
+    # One lucky first batch (0.8), then a loss falling 0.02 per save. A mean of the first
+    # 1-4 saves would be a "best" the full 5-save means need 5 saves to beat.
+    losses = [0.8] + [1.0 - 0.02 * t for t in range(20)]
+    trial = write_trial({t: {"CrossEntropyLoss_output_0": v} for t, v in enumerate(losses)},
+                        mode=ModeKeys.TRAIN)
+    assert run_rule(Overtraining(trial)) is None
+    flat = write_trial({t: {"CrossEntropyLoss_output_0": 0.5} for t in range(12)}, mode=ModeKeys.TRAIN)
+    assert run_rule(Overtraining(flat)) == 9  # first mean at 4, then 5 stale saves
 
 
 def test_overfit_overtraining_bad_parameters() -> None:

@@ -17,6 +17,7 @@ from murphy.rules.rule import Rule
 class _Best:
     loss: float
     last: int  # the last step counted, so that a step evaluated twice counts once
+    since: int  # the step where this best was set
     stale: int = 0
 
 
@@ -39,13 +40,24 @@ class Overtraining(Rule):
     in order; a step seen before is not counted again.
 
     The *training* loss judged at a save is the running mean of the last ``patience_train``
-    raw saves (fewer at the start); the validation loss is judged raw. A training loss is one
-    minibatch's loss, and its noise (+-20 % at batch 128) swamps ``delta`` as soon as saves are
-    close together: against the single luckiest batch seen so far, healthy runs that were
-    still improving fired within 5-60 steps in ``benchmarks/rule_quality``. A validation loss
-    is usually a whole evaluation's mean already. On a loss that is truly flat the mean is flat
+    raw saves, judged only once there are that many (a mean of 1-2 noisy batches made the
+    first save a "best" that later full means could not beat); the validation loss is judged
+    raw. A training loss is one minibatch's loss, and its noise (+-20 % at batch 128) swamps
+    ``delta`` as soon as saves are close together: against the single luckiest batch seen so
+    far, healthy runs that were still improving fired within 5-60 steps in
+    ``benchmarks/rule_quality``. A validation loss is usually a whole evaluation's mean
+    already. On a loss that is truly flat the mean is flat
     too, so detection is as quick as on raw values; on a curve that flattens gradually it
     comes up to ``patience_train - 1`` saves later.
+
+    A training plateau fires only if the model as a whole stopped improving: when the loss
+    tensor also has EVAL saves, the validation loss must have reached no new minimum (any
+    decrease counts) since the plateau began (the save that set the training best), and must
+    have been evaluated at least once since. A training loss that flattens while the
+    validation loss still goes down is a model still improving (slow batch-noise-dominated
+    progress, or a small model near its floor), not overtraining: on the healthy runs of
+    ``benchmarks/rule_quality`` (saves every step) the training-only criterion fired on 28
+    of 33. The validation criterion (``patience_validation``) is judged on its own.
     """
 
     def __init__(
@@ -70,12 +82,17 @@ class Overtraining(Rule):
         require(self.delta >= 0, n, "delta", delta, ">= 0")
         self._best: dict[tuple[ModeKeys, str], _Best] = {}
         self._recent: dict[str, _Recent] = {}
+        # per loss: (lowest validation loss, its step, the latest EVAL step seen)
+        self._val_low: dict[str, tuple[float, int, int]] = {}
 
-    def _running_mean(self, name: str, step: int, loss: float) -> float:
+    def _running_mean(self, name: str, step: int, loss: float) -> float | None:
+        """The mean of the last ``patience_train`` training saves; None until there are that many."""
         recent = self._recent.setdefault(name, _Recent(deque(maxlen=self.patience_train)))
         if step > recent.last:
             recent.values.append(loss)
             recent.last = step
+        if len(recent.values) < self.patience_train:
+            return None
         return sum(recent.values) / len(recent.values)
 
     def invoke_at_step(self, step: int) -> bool:
@@ -88,22 +105,44 @@ class Overtraining(Rule):
         for name in loss_names(trial, None, None):
             if step not in trial.tensor(name).steps():
                 continue
-            loss = scalar(trial.tensor(name).value(step))
-            if not is_eval:
-                loss = self._running_mean(name, step, loss)
+            raw = scalar(trial.tensor(name).value(step))
+            if is_eval:
+                self._note_validation(name, step, raw)
+            mean = raw if is_eval else self._running_mean(name, step, raw)
+            if mean is None:
+                continue
+            loss = mean
             best = self._best.get((mode, name))
             if best is None or loss < best.loss - self.delta:
-                self._best[(mode, name)] = _Best(loss, step)
+                self._best[(mode, name)] = _Best(loss, step, step)
                 continue
             if step <= best.last:
                 continue
             best.last, best.stale = step, best.stale + 1
-            if best.stale >= patience:
+            if best.stale >= patience and (is_eval or self._validation_agrees(name, best.since)):
                 kind = "validation" if is_eval else "training"
                 message = (
                     f"{self.rule_name}: {kind} loss {name} has not improved by more than "
                     f"{fmt(self.delta)} for {best.stale} saved steps (patience {patience}) at step "
                     f"{step}: {fmt(loss)} vs best {fmt(best.loss)}"
                 )
+                if not is_eval and (ModeKeys.EVAL, name) in self._best:
+                    message += "; the validation loss has not improved since either"
                 return self.found(step, message, tensor=name, value=loss)
         return False
+
+    def _validation_agrees(self, name: str, plateau_start: int) -> bool:
+        """Whether a training plateau that began at ``plateau_start`` counts: always for a loss
+        without EVAL saves; otherwise only when the validation loss reached no new minimum
+        since (its lowest value is older) and was evaluated at least once since."""
+        if not self.base_trial.tensor(name).steps(mode=ModeKeys.EVAL):
+            return True
+        low = self._val_low.get(name)
+        return low is not None and low[1] < plateau_start < low[2]
+
+    def _note_validation(self, name: str, step: int, loss: float) -> None:
+        low = self._val_low.get(name)
+        if low is None or loss < low[0]:
+            self._val_low[name] = (loss, step, step)
+        elif step > low[2]:
+            self._val_low[name] = (low[0], low[1], step)

@@ -54,8 +54,12 @@ class PoorWeightInitialization(Rule):
     2. **Gradient spread**: the 5th-95th percentile spread of all values of the ``gradients``
        collection at the step, pooled, ``< distribution_range`` (the finding names the first
        gradient in layer order whose own spread is below it).
-    3. **Loss stuck**: a ``losses`` tensor saved ``patience`` times in a row without reaching a
-       new minimum (strictly lower than every earlier saved value).
+    3. **Loss stuck**: for a ``losses`` tensor, the mean of its latest ``patience`` saves is
+       not lower than the mean of the ``patience`` saves before them (judged from the
+       ``2 * patience``-th save on, so with ``steps < 2 * patience`` saved steps never).
+       Minibatch losses are noisy, and "no new minimum for ``patience`` saves" fired on
+       healthy runs whose loss was falling, after one lucky early batch; two window means
+       compare the level of the loss, not its luckiest value.
     """
 
     def __init__(
@@ -84,8 +88,7 @@ class PoorWeightInitialization(Rule):
         require(self.patience >= 1, n, "patience", patience, ">= 1")
         self.steps = as_int(steps, "steps", n)
         require(self.steps >= 1, n, "steps", steps, ">= 1")
-        self._loss_min: dict[str, float] = {}
-        self._stuck: dict[str, int] = {}
+        self._losses: dict[str, list[float]] = {}
         self._last: int = -1
 
     def invoke_at_step(self, step: int) -> bool:
@@ -138,19 +141,20 @@ class PoorWeightInitialization(Rule):
             return False
         self._last = step
         trial = self.base_trial
+        p = self.patience
         for name in loss_names(trial, None, None):
             if step not in trial.tensor(name).steps():
                 continue
-            loss = scalar(trial.tensor(name).value(step))
-            best = self._loss_min.get(name)
-            if best is None or loss < best:
-                self._loss_min[name], self._stuck[name] = loss, 0
+            seen = self._losses.setdefault(name, [])
+            seen.append(scalar(trial.tensor(name).value(step)))
+            if len(seen) < 2 * p:
                 continue
-            self._stuck[name] += 1
-            if self._stuck[name] >= self.patience:
+            before, latest = sum(seen[-2 * p:-p]) / p, sum(seen[-p:]) / p
+            if latest >= before:
                 message = (
-                    f"{self.rule_name}: loss {name} = {fmt(loss)} at step {step} has not gone below "
-                    f"{fmt(best)} for {self._stuck[name]} saved steps (patience {self.patience})"
+                    f"{self.rule_name}: loss {name} is not decreasing in the first steps: mean "
+                    f"{fmt(latest)} over the {p} saves up to step {step} vs {fmt(before)} over the "
+                    f"{p} saves before (patience {p})"
                 )
-                return self.found(step, message, tensor=name, value=loss)
+                return self.found(step, message, tensor=name, value=latest)
         return False
