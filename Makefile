@@ -29,7 +29,7 @@ test-fast: setup
 	$(PY) -m pytest -q tests -m "not compat and not slow"
 
 lint: setup
-	$(VENV)/bin/ruff check service tests benchmarks
+	$(VENV)/bin/ruff check service tests benchmarks training_images
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

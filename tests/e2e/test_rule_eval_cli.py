@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -23,25 +22,8 @@ from murphy.tensorio.writer import StepWriter, write_collections, write_end_of_t
 
 MURPHY = str(Path(sys.executable).parent / "murphy")
 
-# Exactly the AWS documentation's custom rule example.
-AWS_CUSTOM_RULE = textwrap.dedent(
-    """\
-    from smdebug.rules.rule import Rule
-
-    class CustomGradientRule(Rule):
-        def __init__(self, base_trial, threshold=10.0):
-            super().__init__(base_trial)
-            self.threshold = float(threshold)
-
-        def invoke_at_step(self, step):
-            for tname in self.base_trial.tensor_names(collection="gradients"):
-                t = self.base_trial.tensor(tname)
-                abs_mean = t.reduction_value(step, "mean", abs=True)
-                if abs_mean > self.threshold:
-                    return True
-            return False
-    """
-)
+# The AWS documentation's custom rule example, shared with the unit tests.
+AWS_CUSTOM_RULE = (Path(__file__).resolve().parents[1] / "data" / "aws_custom_rule.py").read_text()
 
 
 def start_job(root: Path) -> LocalObjectStore:

@@ -14,9 +14,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from linear_regression import train  # noqa: E402
+from linear_regression import train
 
-from murphy.trial import create_trial  # noqa: E402
+from murphy.rules.builtin.exploding_tensor import ExplodingTensor
+from murphy.rules.engine import evaluate_rule
+from murphy.trial import create_trial
 
 
 def show(out_dir: str, title: str, **hp: float) -> None:
@@ -26,21 +28,15 @@ def show(out_dir: str, title: str, **hp: float) -> None:
     print(f"\ntrial at {out_dir}")
     print("steps:", trial.steps())
     print("tensors:", trial.tensor_names())
-    first_bad: tuple[str, int] | None = None
     for name in trial.tensor_names(collection="gradients"):
         print(f"\n{name}")
         for step in trial.tensor(name).steps():
             value = trial.tensor(name).value(step)
             print(f"  step {step}: {np.array2string(value.ravel(), precision=3)}")
-    for step in trial.steps():
-        for name in trial.tensor_names():
-            if not np.all(np.isfinite(trial.tensor(name).value(step))):
-                first_bad = (name, step)
-                break
-        if first_bad:
-            break
-    if first_bad:
-        print(f"\ndiagnosis: {first_bad[0]} first went non-finite at step {first_bad[1]}")
+    # The diagnosis is murphy's own ExplodingTensor rule, not a hand-written scan.
+    outcome = evaluate_rule(ExplodingTensor(trial))
+    if outcome.status == "IssuesFound":
+        print(f"\ndiagnosis: {outcome.tensor} first went non-finite at step {outcome.step}")
     else:
         print("\ndiagnosis: every saved tensor is finite")
 

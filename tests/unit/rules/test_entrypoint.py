@@ -19,25 +19,8 @@ from murphy.rules.entrypoint import RunConfig, main, run
 
 from .trialkit import TrialKit
 
-# Written exactly like the AWS documentation's custom rule example.
-AWS_CUSTOM_RULE = textwrap.dedent(
-    """\
-    from smdebug.rules.rule import Rule
-
-    class CustomGradientRule(Rule):
-        def __init__(self, base_trial, threshold=10.0):
-            super().__init__(base_trial)
-            self.threshold = float(threshold)
-
-        def invoke_at_step(self, step):
-            for tname in self.base_trial.tensor_names(collection="gradients"):
-                t = self.base_trial.tensor(tname)
-                abs_mean = t.reduction_value(step, "mean", abs=True)
-                if abs_mean > self.threshold:
-                    return True
-            return False
-    """
-)
+# The AWS documentation's custom rule example, shared with the unit tests.
+AWS_CUSTOM_RULE = (Path(__file__).resolve().parents[2] / "data" / "aws_custom_rule.py").read_text()
 
 
 def write_job(where: Path, n: int = 10, bad_at: int | None = 7, bad: float = 50.0, end: bool = True) -> TrialKit:
