@@ -204,3 +204,122 @@ class NoMoreProfilerData(SMDebugError):
     def __init__(self, timestamp: int = 0) -> None:
         super().__init__(f"No more profiler data after timestamp {timestamp}")
         self.timestamp = timestamp
+
+
+# --- service (control plane) -----------------------------------------------------------------
+# Wire errors carry SageMaker's exact codes as class names; ``murphy.api`` renders every one of
+# them in one place as ``{"__type": code, "message": ...}`` with ``http_status``.
+
+
+class ServiceError(MurphyError):
+    """An error a client of the control plane sees; ``code`` is the AWS wire code."""
+
+    http_status = 400
+
+    @property
+    def code(self) -> str:
+        return type(self).__name__
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else self.code
+
+
+class ValidationException(ServiceError):
+    """Bad input, an unknown job ("Requested resource not found.") or an illegal request."""
+
+
+class ResourceNotFound(ServiceError):
+    pass
+
+
+class ResourceInUse(ServiceError):
+    pass
+
+
+class ResourceLimitExceeded(ServiceError):
+    pass
+
+
+class ThrottlingException(ServiceError):
+    pass
+
+
+class InternalFailure(ServiceError):
+    http_status = 500
+
+
+class JobError(MurphyError):
+    """Root of the job-domain errors that are not client errors."""
+
+
+class IllegalTransition(JobError):
+    """A status change the job state machine does not allow."""
+
+
+class StoreError(MurphyError):
+    """Root of the job-store errors (backend errors are mapped to these at the boundary)."""
+
+
+class JobNotFound(StoreError, KeyError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"training job not found: {name}")
+        self.name = name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class JobExists(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"training job already exists: {name}")
+        self.name = name
+
+
+class ConcurrentUpdate(StoreError):
+    """The record changed since it was read (optimistic concurrency): re-read and retry."""
+
+    def __init__(self, name: str, expected: int) -> None:
+        super().__init__(f"training job {name} changed since version {expected}")
+        self.name = name
+        self.expected = expected
+
+
+class RuntimeBackendError(MurphyError):
+    """A runtime could not launch, inspect or stop a container."""
+
+
+class ResourceNotFoundException(ServiceError):
+    """CloudWatch Logs' code for an unknown log group or stream."""
+
+
+class InvalidParameterException(ServiceError):
+    """CloudWatch Logs' code for a bad parameter."""
+
+
+# --- job store backends (murphy.store.sql maps database errors to these in one place) --------
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached, or stayed locked/busy past the timeout: retry later."""
+
+
+class StoreSchemaError(StoreError):
+    """The database holds a schema this murphy does not know (e.g. written by a newer version)."""
+
+
+# --- wire protocol (murphy.api) ----------------------------------------------------------------
+
+
+class SerializationException(ServiceError):
+    """The body is not a JSON object or the Content-Type is not AWS JSON (client error)."""
+
+
+class UnknownOperationException(ServiceError):
+    """X-Amz-Target is missing or names an operation murphy does not serve."""
+
+
+class RequestEntityTooLargeException(ServiceError):
+    """The body is larger than ``Settings.max_body_bytes``."""
+
+    http_status = 413

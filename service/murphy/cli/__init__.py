@@ -1,5 +1,6 @@
-"""The ``murphy`` command line. Subcommands grow with the issues; today: ``trial`` (inspect saved
-tensors), ``rule-eval`` (one rule container, see ``rule_containers/README.md``) and ``version``."""
+"""The ``murphy`` command line: ``server`` (the control plane), ``jobs`` (list, describe, stop,
+logs), ``trial`` (inspect saved tensors), ``rule-eval`` (one rule container, see
+``rule_containers/README.md``) and ``version``."""
 
 from __future__ import annotations
 
@@ -42,6 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rule_eval(argv[1:])
     parser = argparse.ArgumentParser(prog="murphy", description="Watch training jobs, stop them when they go wrong.")
     sub = parser.add_subparsers(dest="command", required=True)
+    from murphy.cli import jobs, server
+
+    server.add_parser(sub)
+    jobs.add_parser(sub)
     p = sub.add_parser("trial", help="summarise the tensors saved under a path or s3:// URI")
     p.add_argument("path")
     p.add_argument("--regex", help="only tensors matching this regex")

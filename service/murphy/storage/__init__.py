@@ -3,6 +3,12 @@
 ``open_store(uri)`` picks the backend: ``s3://bucket/prefix`` → :class:`S3ObjectStore`,
 ``memory://name`` → :class:`InMemoryObjectStore`, ``file:///path`` or a plain path →
 :class:`LocalObjectStore`.
+
+Where ``s3://`` lives is a deployment choice: a real S3 endpoint (boto3's usual configuration,
+``AWS_ENDPOINT_URL_S3``, or ``MURPHY_S3_ENDPOINT_URL``), or, when ``MURPHY_S3_LOCAL_ROOT`` is set
+(murphy's embedded default), a local directory per bucket: ``s3://b/k`` → ``$MURPHY_S3_LOCAL_ROOT/b/k``.
+The control plane passes that variable to every container it starts, so the training process,
+the rule evaluators and a person's ``create_trial`` all resolve a URI to the same place.
 """
 
 from __future__ import annotations
@@ -16,13 +22,18 @@ from murphy.storage.local import LocalObjectStore
 from murphy.storage.memory import InMemoryObjectStore
 from murphy.storage.s3 import S3ObjectStore
 
+#: Environment variable that maps ``s3://bucket/key`` to ``<dir>/bucket/key`` (embedded default).
+S3_LOCAL_ROOT_ENV = "MURPHY_S3_LOCAL_ROOT"
+
 __all__ = [
+    "S3_LOCAL_ROOT_ENV",
     "InMemoryObjectStore",
     "LocalObjectStore",
     "ObjectStore",
     "S3ObjectStore",
     "is_s3_uri",
     "join_key",
+    "local_bucket_store",
     "open_store",
     "split_s3_uri",
 ]
@@ -42,6 +53,15 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+def local_bucket_store(root: str | os.PathLike[str], uri: str) -> LocalObjectStore:
+    """``s3://bucket/key`` as the directory ``<root>/bucket/key`` (murphy's embedded S3 stand-in)."""
+    bucket, prefix = split_s3_uri(uri)
+    parts = [p for p in prefix.split("/") if p]
+    if bucket in (".", "..") or any(p in (".", "..") for p in parts):
+        raise StorageError(f"S3 URI may not contain '.' or '..' segments: {uri!r}")
+    return LocalObjectStore(os.path.join(os.fspath(root), bucket, *parts))
+
+
 def open_store(uri: str | os.PathLike[str], *, s3_endpoint_url: str | None = None) -> ObjectStore:
     """Open the store a URI or path names."""
     if isinstance(uri, ObjectStore):
@@ -50,6 +70,9 @@ def open_store(uri: str | os.PathLike[str], *, s3_endpoint_url: str | None = Non
         return LocalObjectStore(os.fspath(uri))
     if is_s3_uri(uri):
         bucket, prefix = split_s3_uri(uri)
+        local_root = os.environ.get(S3_LOCAL_ROOT_ENV)
+        if local_root and not s3_endpoint_url:
+            return local_bucket_store(local_root, uri)
         return S3ObjectStore(bucket, prefix, endpoint_url=s3_endpoint_url)
     if uri.startswith("memory://"):
         name, _, prefix = uri[len("memory://"):].partition("/")

@@ -1,0 +1,63 @@
+"""``murphy server``: the control plane (API + supervisor) in one process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    from murphy.settings import Settings
+
+    overrides = {
+        key: value
+        for key, value in {
+            "host": args.host,
+            "port": args.port,
+            "data_dir": args.data_dir,
+            "database_url": args.database_url,
+            "object_store": args.object_store,
+            "s3_endpoint_url": args.s3_endpoint_url,
+            "runtime": args.runtime,
+        }.items()
+        if value is not None
+    }
+    if args.no_stop_on_finding:
+        overrides["stop_on_finding"] = False
+    return Settings(**overrides)
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from murphy.api.app import create_app
+    from murphy.jobs.plane import ControlPlane
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = settings_from_args(args)
+    plane = ControlPlane.from_settings(settings)
+    plane.start()
+    try:
+        app = create_app(plane.service, settings)
+        print(f"murphy server on http://{settings.host}:{settings.port} (data: {settings.data_dir}, "
+              f"store: {settings.resolved_database_url.split('@')[-1]}, runtime: {settings.runtime})", flush=True)
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    finally:
+        plane.close()
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("server", help="run the control plane: SageMaker-compatible API + supervisor")
+    p.add_argument("--host", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8080)")
+    p.add_argument("--data-dir", help="jobs, logs, SQLite database, local buckets (default ~/.murphy)")
+    p.add_argument("--database-url", help="SQLAlchemy URL (default SQLite under the data dir)")
+    p.add_argument("--object-store", choices=["local", "s3"], help="where s3:// URIs live (default local)")
+    p.add_argument("--s3-endpoint-url", help="S3 endpoint for --object-store s3")
+    p.add_argument("--runtime", choices=["process", "fake"], help="where containers run (default process)")
+    p.add_argument("--no-stop-on-finding", action="store_true",
+                   help="AWS semantics: a rule finding stops the job only through a StopTraining action")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=cmd_server)

@@ -1,0 +1,1 @@
+"""Training jobs: records and their state machine, the JobService, the supervisor loop."""

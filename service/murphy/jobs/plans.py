@@ -1,0 +1,100 @@
+"""Launch plans: what a job's containers are, derived from its spec (pure functions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from murphy.jobs.model import JobRecord, RuleState
+from murphy.jobs.naming import debug_output_uri, rule_output_uri, s3_join
+from murphy.runtimes.base import Channel, RulePlan, TrainingPlan
+from murphy.settings import Settings
+from murphy.storage import ObjectStore, S3ObjectStore, local_bucket_store, open_store, split_s3_uri
+
+
+def hook_output_path(spec: dict[str, Any]) -> str:
+    """``DebugHookConfig.S3OutputPath``; a job with rules but no hook config gets the SDK's
+    default (the job's output path), so its rules have tensors to read."""
+    hook = spec.get("DebugHookConfig")
+    if hook and hook.get("S3OutputPath"):
+        return str(hook["S3OutputPath"])
+    return str(spec.get("OutputDataConfig", {}).get("S3OutputPath", ""))
+
+
+def wants_tensors(spec: dict[str, Any]) -> bool:
+    return bool(spec.get("DebugHookConfig") or spec.get("DebugRuleConfigurations"))
+
+
+def tensor_uri(record: JobRecord) -> str | None:
+    return debug_output_uri(hook_output_path(record.spec), record.name) if wants_tensors(record.spec) else None
+
+
+def training_plan(record: JobRecord) -> TrainingPlan:
+    spec = record.spec
+    algo = spec.get("AlgorithmSpecification", {})
+    resources = spec.get("ResourceConfig", {})
+    channels = []
+    for ch in spec.get("InputDataConfig", []) or []:
+        s3 = ch.get("DataSource", {}).get("S3DataSource", {})
+        channels.append(
+            Channel(
+                name=ch["ChannelName"],
+                uri=s3.get("S3Uri", ""),
+                content_type=ch.get("ContentType"),
+                data_type=s3.get("S3DataType", "S3Prefix"),
+                distribution=s3.get("S3DataDistributionType", "FullyReplicated"),
+            )
+        )
+    hook_config = spec.get("DebugHookConfig")
+    if hook_config is None and wants_tensors(spec):
+        hook_config = {"S3OutputPath": hook_output_path(spec), "CollectionConfigurations": []}
+    entry = algo.get("ContainerEntrypoint")
+    args = algo.get("ContainerArguments")
+    return TrainingPlan(
+        container_name=f"{record.name}-training",
+        job_name=record.name,
+        image=algo.get("TrainingImage", ""),
+        hyperparameters=dict(spec.get("HyperParameters", {}) or {}),
+        environment=dict(spec.get("Environment", {}) or {}),
+        instance_type=resources.get("InstanceType", "ml.m5.xlarge"),
+        instance_count=int(resources.get("InstanceCount", 1)),
+        channels=tuple(channels),
+        debug_hook_config=hook_config,
+        tensor_uri=tensor_uri(record),
+        output_uri=s3_join(spec.get("OutputDataConfig", {}).get("S3OutputPath", ""), record.name, "output"),
+        container_entrypoint=tuple(entry) if entry else None,
+        container_arguments=tuple(args) if args else None,
+        max_runtime_s=spec.get("StoppingCondition", {}).get("MaxRuntimeInSeconds"),
+    )
+
+
+def rule_result_uri(record: JobRecord, rule_name: str) -> str:
+    for cfg in record.spec.get("DebugRuleConfigurations", []) or []:
+        if cfg["RuleConfigurationName"] == rule_name and cfg.get("S3OutputPath"):
+            return rule_output_uri(cfg["S3OutputPath"], record.name, rule_name)
+    return rule_output_uri(hook_output_path(record.spec), record.name, rule_name)
+
+
+def rule_plan(record: JobRecord, rule: RuleState, index: int, settings: Settings) -> RulePlan:
+    cfg = next(c for c in record.spec.get("DebugRuleConfigurations", []) if c["RuleConfigurationName"] == rule.name)
+    base = tensor_uri(record) or debug_output_uri(hook_output_path(record.spec), record.name)
+    return RulePlan(
+        container_name=f"{record.name}-rule-{index}",
+        job_name=record.name,
+        rule_name=rule.name,
+        image=cfg["RuleEvaluatorImage"],
+        rule_parameters=dict(cfg.get("RuleParameters", {}) or {}),
+        base_trial_uri=base,
+        result_uri=rule.result_uri,
+        environment={"MURPHY_POLL_INTERVAL": str(settings.rule_poll_interval_s)},
+        instance_type=cfg.get("InstanceType"),
+    )
+
+
+def open_uri(settings: Settings, uri: str) -> ObjectStore:
+    """The store behind an ``s3://`` URI as the service's object-store setting places it."""
+    if not uri.startswith("s3://"):
+        return open_store(uri)
+    if settings.object_store == "local":
+        return local_bucket_store(settings.resolved_buckets_dir, uri)
+    bucket, prefix = split_s3_uri(uri)
+    return S3ObjectStore(bucket, prefix, endpoint_url=settings.s3_endpoint_url)

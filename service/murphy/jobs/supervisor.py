@@ -1,0 +1,328 @@
+"""The supervisor: a level-triggered reconcile loop that launches, watches and finishes jobs.
+
+Each pass reads every non-terminal job from the store, compares what was asked with what the
+runtime and the rule result files say, acts (launch, signal, kill) and writes the new status back
+with optimistic concurrency. It keeps nothing in memory that a restart would lose: handles, stop
+times and exit facts live on the record, so a new supervisor picks up where a killed one stopped.
+
+Lifecycle of a job (see docs/control-plane.md):
+  Starting → (training + one rule evaluator per rule launched) → Downloading → Training →
+  Uploading (training exited 0; rules finish the remaining steps) → Completed,
+  or Stopping → Stopped (user, a rule finding, an action) / MaxRuntimeExceeded, or Failed.
+A job reaches its terminal status only when every rule has one too, so a client that sees
+``Completed`` also sees every rule's final verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from murphy.exceptions import ConcurrentUpdate, JobNotFound, MurphyError, ObjectNotFound, RuntimeBackendError
+from murphy.jobs.model import Handle, JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
+from murphy.jobs.plans import open_uri, rule_plan, tensor_uri, training_plan
+from murphy.jobs.service import request_stop
+from murphy.runtimes.base import ContainerState, Runtime
+from murphy.settings import Settings
+from murphy.store.base import JobStore
+
+log = logging.getLogger(__name__)
+S = SecondaryStatus
+R = RuleEvaluationStatus
+_STAGES = {"Downloading": S.Downloading, "Training": S.Training, "Uploading": S.Uploading}
+_ORDER = [S.Starting, S.Downloading, S.Training, S.Uploading]
+MAX_REASON = 1024
+
+
+def _failure_reason(state: ContainerState) -> str:
+    if state.failure:
+        return state.failure.strip()[:MAX_REASON]
+    if state.phase == "missing":
+        head = "InternalServerError: the training container vanished (its process is gone and left no exit status)"
+    else:
+        head = f"AlgorithmError: the training process exited with code {state.exit_code}"
+    tail = state.log_tail.strip()
+    text = f"{head}. Last lines of the log:\n{tail}" if tail else head
+    return text if len(text) <= MAX_REASON else head + ". …" + text[-(MAX_REASON - len(head) - 3):]
+
+
+class Supervisor:
+    def __init__(self, store: JobStore, runtime: Runtime, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.runtime = runtime
+        self.settings = settings
+        self.clock = clock
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- loop ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="murphy-supervisor", daemon=True)
+            self._thread.start()
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:  # the loop must outlive any one bad pass
+                log.exception("supervisor pass failed")
+            self._wake.wait(self.settings.reconcile_interval_s)
+            self._wake.clear()
+
+    def run_once(self) -> None:
+        for record in self.store.active():
+            try:
+                self.reconcile(record)
+            except ConcurrentUpdate:
+                continue  # someone else wrote first; the next pass sees their change
+            except JobNotFound:
+                continue
+            except Exception:
+                log.exception("reconciling %s failed", record.name)
+
+    # --- one job ---------------------------------------------------------------------------
+
+    def reconcile(self, rec: JobRecord) -> None:
+        now = self.clock()
+        changed = False
+        if rec.training is None and rec.secondary == S.Stopping and "training_exit" not in rec.notes:
+            # Stopped before anything was launched: nothing to signal, nothing to wait for.
+            rec.notes["training_exit"] = {"phase": "not-started", "exit_code": None, "at": now}
+            for rule in rec.rules:
+                if rule.handle is None and rule.status in (R.InProgress, R.Stopping):
+                    rule.set_status(R.Stopped, "The training job was stopped before rule evaluation started.", now)
+            changed = True
+        if rec.training is None and rec.secondary != S.Stopping:
+            changed |= self._launch(rec, now)
+            if changed:
+                rec = self.store.update(rec)  # handles first: a crash now re-attaches, never relaunches twice
+                changed = False
+        changed |= self._watch_rules(rec, now)
+        changed |= self._watch_training(rec, now)
+        changed |= self._finish(rec, now)
+        if changed:
+            self.store.update(rec)
+
+    def _launch(self, rec: JobRecord, now: float) -> bool:
+        try:
+            rec.training = self.runtime.launch(training_plan(rec))
+        except (RuntimeBackendError, MurphyError, OSError) as e:
+            rec.failure_reason = f"ClientError: {e}"[:MAX_REASON]
+            rec.notes["training_exit"] = {"phase": "not-started", "at": now}
+            for rule in rec.rules:
+                rule.set_status(R.Stopped, "The training job failed before rule evaluation started.", now)
+            rec.transition(S.Failed, f"Training job failed: {e}"[:MAX_REASON], now)
+            return True
+        debug_rules = [r for r in rec.rules if r.kind == "debug"]
+        for i, rule in enumerate(debug_rules):
+            try:
+                rule.handle = self.runtime.launch(rule_plan(rec, rule, i, self.settings))
+            except (RuntimeBackendError, MurphyError, OSError) as e:
+                rule.set_status(R.Error, f"ClientError: cannot start the rule evaluator: {e}", now)
+        for rule in rec.rules:
+            if rule.kind == "profiler" and rule.status == R.InProgress:
+                rule.set_status(R.Error, "murphy does not evaluate profiler rules; nothing was evaluated.", now)
+        return True
+
+    # --- rules ---------------------------------------------------------------------------
+
+    def _read_result(self, rule: RuleState) -> dict[str, object] | None:
+        if not rule.result_uri:
+            return None
+        try:
+            raw = open_uri(self.settings, rule.result_uri).get("result.json")
+            result = json.loads(raw)
+        except ObjectNotFound:
+            return None
+        except (MurphyError, ValueError) as e:
+            return {"status": "Error", "reason": f"unreadable result file: {e}"}
+        return result if isinstance(result, dict) else {"status": "Error", "reason": "result file is not a JSON object"}
+
+    def _watch_rules(self, rec: JobRecord, now: float) -> bool:
+        changed = False
+        for rule in rec.rules:
+            if rule.status not in (R.InProgress, R.Stopping) or rule.handle is None:
+                continue
+            result = self._read_result(rule)
+            state = None
+            if result is None:
+                state = self.runtime.status(rule.handle)
+                if state.phase in ("exited", "missing"):
+                    result = self._read_result(rule)  # it may have landed just before the exit
+            if result is not None:
+                changed |= self._apply_result(rec, rule, result, now)
+            elif state is not None and state.phase in ("exited", "missing"):
+                if rule.status == R.Stopping:
+                    changed |= rule.set_status(R.Stopped, "Rule evaluation was stopped.", now)
+                else:
+                    why = "vanished" if state.phase == "missing" else f"exited with code {state.exit_code}"
+                    tail = f": {state.log_tail.strip()[-600:]}" if state.log_tail.strip() else ""
+                    changed |= rule.set_status(R.Error, f"The rule evaluator {why} without a result{tail}", now)
+            elif rule.status == R.Stopping:
+                changed |= self._signal(rec, f"rule:{rule.name}", rule.handle, now)
+        return changed
+
+    def _apply_result(self, rec: JobRecord, rule: RuleState, result: dict[str, object], now: float) -> bool:
+        status = str(result.get("status"))
+        rule.result = result
+        if status == "IssuesFound":
+            step = result.get("step")
+            message = str(result.get("message") or "")
+            details = f"RuleEvaluationConditionMet: Evaluation of the rule {rule.name} at step {step} resulted in the condition being met. {message}".strip()
+            changed = rule.set_status(R.IssuesFound, details, now)
+            changed |= self._on_finding(rec, rule, result, now)
+            return changed
+        if status == "NoIssuesFound":
+            return rule.set_status(R.NoIssuesFound, str(result.get("reason") or "No issues found."), now)
+        if status == "Stopped":
+            return rule.set_status(R.Stopped, str(result.get("reason") or "Rule evaluation was stopped."), now)
+        reason = str(result.get("message") or result.get("reason") or "the rule evaluator reported an error")
+        return rule.set_status(R.Error, reason, now)
+
+    def _on_finding(self, rec: JobRecord, rule: RuleState, result: dict[str, object], now: float) -> bool:
+        actions = result.get("actions") or []
+        has_actions = bool(actions) or any(
+            "action_json" in (c.get("RuleParameters") or {})
+            for c in rec.spec.get("DebugRuleConfigurations", []) if c["RuleConfigurationName"] == rule.name
+        )
+        exit_info = rec.notes.get("training_exit")
+        if exit_info is not None and exit_info.get("exit_code") != 0:
+            return False  # training already failed on its own: the job ends Failed, the rule keeps its verdict
+        message = str(result.get("message") or f"{rule.name} found issues")
+        reason = f"Training job stopped by rule {rule.name}: {message}"[:MAX_REASON]
+        if has_actions:
+            changed = False
+            for action in actions if isinstance(actions, list) else []:
+                if not isinstance(action, dict):
+                    continue
+                if action.get("name") == "stoptraining" and action.get("training_job_name") == rec.name:
+                    changed |= request_stop(rec, reason, now)
+                elif action.get("name") in ("email", "sms"):
+                    rec.notes.setdefault("notifications", []).append({**action, "rule": rule.name, "at": now})
+                    log.warning("rule %s of %s asks to notify %s %s (delivery comes with events)",
+                                rule.name, rec.name, action.get("name"), action.get("endpoint"))
+                    changed = True
+            return changed
+        if self.settings.stop_on_finding:
+            return request_stop(rec, reason, now)
+        return False
+
+    # --- training ------------------------------------------------------------------------
+
+    def _signal(self, rec: JobRecord, key: str, handle: Handle, now: float) -> bool:
+        """SIGTERM once, SIGKILL after the grace period; the times live in ``rec.notes``."""
+        sent = rec.notes.setdefault("signals", {})
+        entry = sent.get(key)
+        if entry is None:
+            self.runtime.stop(handle)
+            sent[key] = {"term": now}
+            return True
+        if "kill" not in entry and now - entry["term"] >= self.settings.stop_grace_s:
+            self.runtime.stop(handle, force=True)
+            entry["kill"] = now
+            return True
+        return False
+
+    def _watch_training(self, rec: JobRecord, now: float) -> bool:
+        if rec.training is None or "training_exit" in rec.notes:
+            return False
+        state = self.runtime.status(rec.training)
+        changed = False
+        if state.phase in ("exited", "missing"):
+            rec.notes["training_exit"] = {"phase": state.phase, "exit_code": state.exit_code, "at": now}
+            if state.exit_code != 0 and rec.secondary != S.Stopping:
+                rec.failure_reason = _failure_reason(state)
+            if state.phase == "missing" or state.exit_code != 0:
+                self._write_end_marker(rec)
+            return True
+        if rec.secondary == S.Stopping:
+            return self._signal(rec, "training", rec.training, now)
+        stage = _STAGES.get(state.stage or "", S.Starting if state.phase == "pending" else S.Downloading)
+        changed |= _advance(rec, stage, now)
+        limit = rec.spec.get("StoppingCondition", {}).get("MaxRuntimeInSeconds")
+        started = rec.training_start_time or rec.creation_time
+        if limit and now - started > float(limit):
+            rec.notes["max_runtime_exceeded"] = True
+            changed |= request_stop(rec, f"Training job exceeded MaxRuntimeInSeconds ({limit} s)", now)
+            changed |= self._signal(rec, "training", rec.training, now)
+        return changed
+
+    def _write_end_marker(self, rec: JobRecord) -> None:
+        """A container that died cannot close its trial: write the marker for it, so the rules
+        consume what was saved and finish instead of waiting forever."""
+        uri = tensor_uri(rec)
+        if uri is None:
+            return
+        try:
+            store = open_uri(self.settings, uri)
+            if not store.exists("training_job_end.ts"):
+                store.put("training_job_end.ts", b"")
+        except MurphyError as e:
+            log.warning("cannot write the end marker for %s: %s", rec.name, e)
+
+    # --- finishing -----------------------------------------------------------------------
+
+    def _finish(self, rec: JobRecord, now: float) -> bool:
+        exit_info = rec.notes.get("training_exit")
+        if exit_info is None:
+            return False
+        changed = False
+        pending = [r for r in rec.rules if r.status in (R.InProgress, R.Stopping)]
+        if pending and rec.secondary != S.Stopping:
+            if exit_info.get("exit_code") == 0:
+                changed |= _advance(rec, S.Uploading, now)
+            if now - exit_info["at"] > self.settings.rule_finish_timeout_s:
+                for rule in pending:
+                    changed |= rule.set_status(R.Stopping, "Training ended; rule evaluation ran out of time.", now)
+        if rec.secondary == S.Stopping:
+            for rule in pending:
+                if rule.status == R.InProgress:
+                    changed |= rule.set_status(R.Stopping, None, now)
+        if any(r.status in (R.InProgress, R.Stopping) for r in rec.rules):
+            return changed
+        if rec.secondary == S.Stopping:
+            final = S.MaxRuntimeExceeded if rec.notes.get("max_runtime_exceeded") else S.Stopped
+            changed |= rec.transition(final, rec.stop_reason or "Training job stopped", now)
+        elif exit_info.get("exit_code") == 0:
+            _advance(rec, S.Uploading, now)
+            changed |= rec.transition(S.Completed, "Training job completed", now)
+        else:
+            changed |= rec.transition(S.Failed, "Training job failed", now)
+            rec.failure_reason = rec.failure_reason or "AlgorithmError: training failed"
+        return changed
+
+
+def _advance(rec: JobRecord, target: SecondaryStatus, now: float) -> bool:
+    """Walk forward through Starting → (Downloading) → Training → Uploading up to ``target``: a
+    fast container may pass several stages between two looks, and each must be reported."""
+    if rec.secondary not in _ORDER or _ORDER.index(target) <= _ORDER.index(rec.secondary):
+        return False
+    for stage in _ORDER[_ORDER.index(rec.secondary) + 1 : _ORDER.index(target) + 1]:
+        if stage == S.Downloading and target != S.Downloading:
+            continue
+        rec.transition(stage, _stage_message(stage), now)
+    return True
+
+
+def _stage_message(stage: SecondaryStatus) -> str:
+    return {
+        S.Downloading: "Downloading input data and the training image",
+        S.Training: "Training image download completed. Training in progress.",
+        S.Uploading: "Uploading generated training model",
+    }.get(stage, stage.value)

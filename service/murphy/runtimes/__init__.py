@@ -1,0 +1,1 @@
+"""Where a job's containers run: ``process`` (embedded default), ``fake`` (unit tests)."""

@@ -1,0 +1,131 @@
+"""The runtime boundary: where a job's containers run.
+
+The supervisor turns a job into *plans* (:class:`TrainingPlan`, :class:`RulePlan`: what to run,
+with which configuration, reading and writing which ``s3://`` locations) and hands them to a
+:class:`Runtime`. The runtime decides how: a local process with its own ``/opt/ml`` directory
+(:mod:`murphy.runtimes.process`, the embedded default), a Docker container, a Kubernetes pod, or
+nothing at all (:class:`murphy.runtimes.fake.FakeRuntime`, for unit tests).
+
+Runtimes keep no state of their own: everything needed to find a container again is in the
+:class:`~murphy.jobs.model.Handle` that ``launch`` returns, which the supervisor stores on the job
+record. ``launch`` is idempotent on ``plan.container_name``: launching a name that already
+exists returns the existing container's handle instead of starting a second one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from murphy.jobs.model import Handle
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One ``InputDataConfig`` channel: downloaded to ``/opt/ml/input/data/<name>``."""
+
+    name: str
+    uri: str  # s3://... (or file://) prefix or object
+    content_type: str | None = None
+    data_type: str = "S3Prefix"  # S3Prefix | ManifestFile | AugmentedManifestFile
+    distribution: str = "FullyReplicated"
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """Everything one training container needs (SageMaker's container contract)."""
+
+    container_name: str  # unique per runtime, e.g. "<job>-training"
+    job_name: str
+    image: str
+    hyperparameters: dict[str, str]
+    environment: dict[str, str]
+    instance_type: str
+    instance_count: int
+    channels: tuple[Channel, ...] = ()
+    #: The DebugHookConfig request object (written as ``debughookconfig.json``), or None.
+    debug_hook_config: dict[str, object] | None = None
+    #: Where the tensors the hook writes locally are mirrored while the job runs
+    #: (``<DebugHookConfig.S3OutputPath>/<job>/debug-output``), or None without a hook config.
+    tensor_uri: str | None = None
+    #: ``<OutputDataConfig.S3OutputPath>/<job>/output`` (model.tar.gz and output.tar.gz go here).
+    output_uri: str = ""
+    container_entrypoint: tuple[str, ...] | None = None
+    container_arguments: tuple[str, ...] | None = None
+    max_runtime_s: int | None = None
+    role: Literal["training"] = "training"
+
+
+@dataclass(frozen=True)
+class RulePlan:
+    """One rule-evaluation container (``murphy rule-eval``, see ``rule_containers/README.md``)."""
+
+    container_name: str  # unique per runtime, e.g. "<job>-rule-<i>"
+    job_name: str
+    rule_name: str  # RuleConfigurationName
+    image: str  # RuleEvaluatorImage
+    rule_parameters: dict[str, str]
+    base_trial_uri: str  # the job's debug-output
+    result_uri: str  # where result.json / heartbeat.json go
+    environment: dict[str, str] = field(default_factory=dict)
+    instance_type: str | None = None
+    role: Literal["rule"] = "rule"
+
+
+Plan = TrainingPlan | RulePlan
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """What a runtime observed about one container."""
+
+    phase: Literal["pending", "running", "exited", "missing"]
+    exit_code: int | None = None
+    #: For training: the contents of ``/opt/ml/output/failure`` if the script wrote it; for an
+    #: OOM kill or a vanished container: what happened. None when nothing is known.
+    failure: str | None = None
+    #: The last lines of the container's log (for a FailureReason when there is no failure file).
+    log_tail: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    #: Training containers report progress through the SageMaker phases they pass
+    #: ("Downloading", "Training", "Uploading") so the job's SecondaryStatus can follow.
+    stage: str | None = None
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    timestamp_ms: int
+    message: str
+    ingestion_ms: int
+
+
+@dataclass(frozen=True)
+class LogPage:
+    events: list[LogEvent]
+    #: Cursor to pass back for the next page; equal to the one given when nothing was new.
+    next_cursor: int
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    name: str
+
+    def launch(self, plan: Plan) -> Handle:
+        """Start the container (idempotent on ``plan.container_name``)."""
+        ...
+
+    def status(self, handle: Handle) -> ContainerState: ...
+
+    def stop(self, handle: Handle, *, force: bool = False) -> None:
+        """Ask the container to stop (SIGTERM); ``force`` kills it (SIGKILL). Never raises for a
+        container that already exited or vanished."""
+        ...
+
+    def read_logs(self, handle: Handle, cursor: int = 0, limit: int = 10_000) -> LogPage:
+        """Log lines (stdout and stderr, in order) from ``cursor`` on."""
+        ...
+
+    def remove(self, handle: Handle) -> None:
+        """Forget the container's resources except its logs (after the job is terminal)."""
+        ...

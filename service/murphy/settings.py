@@ -1,0 +1,64 @@
+"""Service settings (``MURPHY_*`` environment variables), built once by the CLI and passed down.
+
+Only the control plane uses this module (it imports pydantic); in-container code reads the
+SageMaker file/environment contract instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MURPHY_", extra="ignore", frozen=True)
+
+    #: Jobs' containers, logs, the SQLite database and (by default) the local S3 buckets.
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".murphy")
+    #: SQLAlchemy URL; default ``sqlite:///<data_dir>/murphy.db`` (WAL). PostgreSQL:
+    #: ``postgresql+psycopg://user:pw@host/db``.
+    database_url: str | None = None
+    runtime: Literal["process", "fake"] = "process"
+    #: Where ``s3://`` URIs live: ``local`` = one directory per bucket under ``buckets_dir``;
+    #: ``s3`` = a real S3 endpoint (``s3_endpoint_url`` or boto3's own configuration).
+    object_store: Literal["local", "s3"] = "local"
+    s3_endpoint_url: str | None = None
+    buckets_dir: Path | None = None
+
+    #: A rule finding stops the job unless the rule has an ``action_json`` (then its actions
+    #: decide). Off = AWS semantics: a finding is reported, only a StopTraining action stops.
+    stop_on_finding: bool = True
+    #: Seconds between supervisor reconcile passes.
+    reconcile_interval_s: float = 0.1
+    #: Seconds between SIGTERM and SIGKILL when stopping a container.
+    stop_grace_s: float = 10.0
+    #: After training ends, how long rule evaluators get to consume the remaining steps before
+    #: they are stopped and the job finishes anyway.
+    rule_finish_timeout_s: float = 120.0
+    #: Poll interval handed to rule evaluators (seconds).
+    rule_poll_interval_s: float = 0.1
+    #: A JSON file extending/overriding the built-in image catalog.
+    image_catalog: Path | None = None
+
+    default_account: str = "123456789012"
+    default_region: str = "us-east-1"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_body_bytes: int = 1_048_576
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'murphy.db'}"
+
+    @property
+    def resolved_buckets_dir(self) -> Path:
+        return self.buckets_dir or self.data_dir / "buckets"
+
+    def container_store_env(self) -> dict[str, str]:
+        """Environment that makes ``s3://`` resolve in a container the way it does here."""
+        if self.object_store == "local":
+            return {"MURPHY_S3_LOCAL_ROOT": str(self.resolved_buckets_dir)}
+        return {"MURPHY_S3_ENDPOINT_URL": self.s3_endpoint_url} if self.s3_endpoint_url else {}

@@ -1,0 +1,161 @@
+"""Issue #4's acceptance: the stock boto3 client against a real ``murphy server`` process.
+
+The seed scenario (lr=100, inputs scaled by 1e11) must end Stopped with ExplodingTensor
+IssuesFound; the healthy twin (lr=0.001, scale=1) must end Completed with NoIssuesFound. Tensors
+live on a local directory per bucket (the embedded default) and on a real S3 server (SeaweedFS).
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from typing import Any
+
+import pytest
+
+from murphy.trial import create_trial
+
+RULE_IMAGE = "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest"
+DEMO_IMAGE = "murphy/linear-regression-demo:latest"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+EXPLODING = {"lr": "100", "scale": "100000000000", "steps": "10", "debug_frequency": "1"}
+HEALTHY = {"lr": "0.001", "scale": "1", "steps": "10", "debug_frequency": "1"}
+TERMINAL = {"Completed", "Failed", "Stopped"}
+
+
+def job_request(name: str, bucket: str, hyperparameters: dict[str, str], **extra: Any) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {"TrainingImage": DEMO_IMAGE, "TrainingInputMode": "File"},
+        "RoleArn": ROLE,
+        "HyperParameters": hyperparameters,
+        "OutputDataConfig": {"S3OutputPath": f"s3://{bucket}/output"},
+        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
+        "DebugHookConfig": {"S3OutputPath": f"s3://{bucket}/debug", "CollectionConfigurations": []},
+        "DebugRuleConfigurations": [
+            {"RuleConfigurationName": "ExplodingTensor", "RuleEvaluatorImage": RULE_IMAGE,
+             "RuleParameters": {"rule_to_invoke": "ExplodingTensor"}}
+        ],
+    }
+    request.update(extra)
+    return request
+
+
+def watch(client: Any, name: str, timeout: float = 120.0) -> tuple[dict[str, Any], list[str]]:
+    """Describe until terminal; return the last body and every rule status seen, in order."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.describe_training_job(TrainingJobName=name)
+        for rule in job.get("DebugRuleEvaluationStatuses", []):
+            if not seen or seen[-1] != rule["RuleEvaluationStatus"]:
+                seen.append(rule["RuleEvaluationStatus"])
+        if job["TrainingJobStatus"] in TERMINAL:
+            return job, seen
+        time.sleep(0.05)
+    raise AssertionError(f"{name} did not end within {timeout} s: {job['TrainingJobStatus']} / {job['SecondaryStatus']}")
+
+
+@pytest.fixture(params=["local", "s3"])
+def plane(request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    if request.param == "local":
+        server = make_server()
+        monkeypatch.setenv("MURPHY_S3_LOCAL_ROOT", str(server.data_dir / "buckets"))
+        server.extra["bucket"] = "murphy-e2e"
+        return server
+    import servers
+
+    s3 = request.getfixturevalue("seaweedfs_server")
+    bucket = servers.new_bucket(s3)
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    server = make_server("--object-store", "s3", "--s3-endpoint-url", s3.endpoint_url, env=s3.env())
+    server.extra["bucket"] = bucket
+    return server
+
+
+@pytest.mark.slow
+def test_seed_scenario_is_stopped_by_exploding_tensor(plane: Any) -> None:
+    client, bucket = plane.client(), plane.extra["bucket"]
+    arn = client.create_training_job(**job_request("seed-exploding", bucket, EXPLODING))["TrainingJobArn"]
+    assert arn == "arn:aws:sagemaker:us-west-2:123456789012:training-job/seed-exploding"
+    first = client.describe_training_job(TrainingJobName="seed-exploding")
+    assert first["DebugRuleEvaluationStatuses"][0]["RuleEvaluationStatus"] == "InProgress"
+
+    job, seen = watch(client, "seed-exploding")
+    assert seen[0] == "InProgress" and seen[-1] == "IssuesFound", seen
+    assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("Stopped", "Stopped"), plane.log()[-3000:]
+    rule = job["DebugRuleEvaluationStatuses"][0]
+    assert "ExplodingTensor" in rule["StatusDetails"] and "step" in rule["StatusDetails"]
+    assert "ExplodingTensor" in job["SecondaryStatusTransitions"][-1]["StatusMessage"]
+    assert all("StatusMessage" in t for t in job["SecondaryStatusTransitions"])
+
+    # The gradients are there to read back, as in the seed article.
+    trial = create_trial(f"s3://{bucket}/debug/seed-exploding/debug-output")
+    assert trial.training_has_ended()
+    gradients = trial.tensor_names(collection="gradients")
+    assert gradients == ["gradient/LinearRegression_weight"]
+    assert trial.tensor(gradients[0]).steps()[:3] == [0, 1, 2]
+
+
+@pytest.mark.slow
+def test_healthy_twin_completes_with_no_issues(plane: Any) -> None:
+    client, bucket = plane.client(), plane.extra["bucket"]
+    client.create_training_job(**job_request("seed-healthy", bucket, HEALTHY))
+    job, seen = watch(client, "seed-healthy")
+    assert seen[-1] == "NoIssuesFound", seen
+    assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("Completed", "Completed"), plane.log()[-3000:]
+    assert job["TrainingTimeInSeconds"] >= 1
+    assert [t["Status"] for t in job["SecondaryStatusTransitions"]][-1] == "Completed"
+    assert job["ModelArtifacts"]["S3ModelArtifacts"] == f"s3://{bucket}/output/seed-healthy/output/model.tar.gz"
+    logs = plane.client("logs")
+    streams = logs.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix="seed-healthy/")["logStreams"]
+    assert len(streams) == 1 and streams[0]["logStreamName"].startswith("seed-healthy/algo-1-")
+    events = logs.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=streams[0]["logStreamName"], startFromHead=True)
+    assert any(e["message"].startswith("Step=9") for e in events["events"])
+
+
+def _source_tarball(script: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = script.encode()
+        info = tarfile.TarInfo("train.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+SLOW_SCRIPT = """
+import time, sys
+for i in range(int(sys.argv[sys.argv.index('--ticks') + 1])):
+    print(f"tick {i}", flush=True)
+    time.sleep(0.2)
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_the_server_mid_job_loses_nothing(make_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = make_server()
+    buckets = server.data_dir / "buckets"
+    (buckets / "src").mkdir(parents=True, exist_ok=True)
+    (buckets / "src" / "sourcedir.tar.gz").write_bytes(_source_tarball(SLOW_SCRIPT))
+    client = server.client()
+    request = job_request("survives-restart", "murphy-e2e", {
+        "ticks": "25", "sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://src/sourcedir.tar.gz"'})
+    request["AlgorithmSpecification"]["TrainingImage"] = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1-cpu-py310"
+    request.pop("DebugHookConfig")
+    request.pop("DebugRuleConfigurations")
+    client.create_training_job(**request)
+    deadline = time.monotonic() + 30
+    while client.describe_training_job(TrainingJobName="survives-restart")["SecondaryStatus"] != "Training":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    server.kill()
+    restarted = make_server(data_dir=server.data_dir)
+    client = restarted.client()
+    during = client.describe_training_job(TrainingJobName="survives-restart")
+    assert during["TrainingJobStatus"] == "InProgress"
+    job, _ = watch(client, "survives-restart", timeout=60)
+    assert job["TrainingJobStatus"] == "Completed", restarted.log()[-3000:]
