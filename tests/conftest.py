@@ -45,3 +45,57 @@ def s3_server(request: pytest.FixtureRequest) -> servers.S3Server:
 @pytest.fixture
 def s3_bucket(s3_server: servers.S3Server) -> str:
     return servers.new_bucket(s3_server)
+
+
+# --- PostgreSQL (the job store's contract tests) ------------------------------------------------
+# `source infra/ci/postgres.sh start` starts Debian's cluster and exports the URL; CI does that.
+
+_DEFAULT_POSTGRES_URL = "postgresql+psycopg://murphy:murphy@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """URL of a fresh PostgreSQL database, created for this session and dropped at its end.
+
+    The server is ``$MURPHY_TEST_POSTGRES_URL`` or, unset, the role infra/ci/postgres.sh creates
+    on 127.0.0.1:5432. No server: skip locally, fail when ``$CI`` is set or the URL was given.
+    """
+    import os
+    import uuid
+
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    configured = os.environ.get("MURPHY_TEST_POSTGRES_URL")
+    base = sa.make_url(configured or _DEFAULT_POSTGRES_URL)
+    admin = sa.create_engine(
+        base, isolation_level="AUTOCOMMIT", poolclass=NullPool, connect_args={"connect_timeout": 5}
+    )
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except sa.exc.OperationalError as e:
+        admin.dispose()
+        reason = (
+            f"PostgreSQL unreachable at {base.render_as_string(hide_password=True)} ({e.orig}); "
+            "run `source infra/ci/postgres.sh start` or set MURPHY_TEST_POSTGRES_URL"
+        )
+        if configured or os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    name = f"murphy_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as conn:
+        # A locale-aware collation, as production databases usually have: the store must sort
+        # names by bytes regardless. Older servers or ones without ICU get the default.
+        try:
+            conn.exec_driver_sql(
+                f'CREATE DATABASE "{name}" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE \'en-US\''
+            )
+        except sa.exc.DBAPIError:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()

@@ -1,0 +1,106 @@
+"""The in-memory job store: the fake for unit tests, and ``memory://``.
+
+Records are kept as JSON text (``JobRecord.to_dict``), exactly what :class:`SqlJobStore` writes,
+so callers never share mutable state with the store and a record that would not survive the
+database does not survive here either.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from murphy.exceptions import ConcurrentUpdate, JobExists, JobNotFound
+from murphy.jobs.model import TERMINAL_JOB, JobRecord, TrainingJobStatus
+from murphy.store.base import JobQuery
+
+
+def _dump(record: JobRecord, version: int) -> str:
+    d = record.to_dict()
+    d["version"] = version
+    return json.dumps(d)
+
+
+def matches(q: JobQuery, r: JobRecord) -> bool:
+    """``q``'s filters, with AWS semantics: *After* is strictly greater, *Before* strictly less."""
+    return (
+        (q.name_contains is None or q.name_contains in r.name)
+        and (q.status_equals is None or r.status == q.status_equals)
+        and (q.creation_time_after is None or r.creation_time > q.creation_time_after)
+        and (q.creation_time_before is None or r.creation_time < q.creation_time_before)
+        and (q.last_modified_time_after is None or r.last_modified_time > q.last_modified_time_after)
+        and (q.last_modified_time_before is None or r.last_modified_time < q.last_modified_time_before)
+    )
+
+
+def sort_key(q: JobQuery, r: JobRecord) -> tuple[Any, str]:
+    """The sort key; ties go by name in the same direction, so Descending is Ascending reversed."""
+    if q.sort_by == "Name":
+        return (r.name, r.name)
+    if q.sort_by == "Status":
+        return (r.status.value, r.name)
+    return (r.creation_time, r.name)
+
+
+def page(q: JobQuery, records: list[JobRecord]) -> list[JobRecord]:
+    """Filter, sort and slice ``records`` as ``q`` says."""
+    hits = sorted((r for r in records if matches(q, r)), key=lambda r: sort_key(q, r),
+                  reverse=q.sort_order == "Descending")
+    end = None if q.limit is None else q.offset + q.limit
+    return hits[q.offset:end]
+
+
+class InMemoryJobStore:
+    """A thread-safe dict of JSON records with the same contract as the SQL store."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def create(self, record: JobRecord) -> JobRecord:
+        row = _dump(record, 1)
+        with self._lock:
+            if record.name in self._rows:
+                raise JobExists(record.name)
+            self._rows[record.name] = row
+        return JobRecord.from_dict(json.loads(row))
+
+    def get(self, name: str) -> JobRecord:
+        with self._lock:
+            row = self._rows.get(name)
+        if row is None:
+            raise JobNotFound(name)
+        return JobRecord.from_dict(json.loads(row))
+
+    def update(self, record: JobRecord) -> JobRecord:
+        row = _dump(record, record.version + 1)
+        with self._lock:
+            current = self._rows.get(record.name)
+            if current is None:
+                raise JobNotFound(record.name)
+            if json.loads(current)["version"] != record.version:
+                raise ConcurrentUpdate(record.name, record.version)
+            self._rows[record.name] = row
+        return JobRecord.from_dict(json.loads(row))
+
+    def query(self, q: JobQuery) -> list[JobRecord]:
+        return page(q, self._all())
+
+    def active(self) -> list[JobRecord]:
+        records = [r for r in self._all() if r.status not in TERMINAL_JOB]
+        return sorted(records, key=lambda r: (r.creation_time, r.name))
+
+    def counts_by_status(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in TrainingJobStatus}
+        for r in self._all():
+            counts[r.status.value] += 1
+        return counts
+
+    def close(self) -> None:
+        """Nothing to release; the records stay readable (the fake outlives its users)."""
+
+    def _all(self) -> list[JobRecord]:
+        with self._lock:
+            rows = list(self._rows.values())
+        return [JobRecord.from_dict(json.loads(row)) for row in rows]
