@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -80,12 +82,18 @@ class MurphyServer:
 
 
 def kill_job_processes(data_dir: Path) -> None:
-    """Leave nothing running: SIGKILL every container process group the server started."""
-    for pid_file in (data_dir / "containers").glob("*/pid"):
+    """Leave nothing running: SIGKILL every process in the sessions of the containers the server
+    started (each container is a session leader; its program may have its own process group)."""
+    leaders = set()
+    for handle_file in (data_dir / "containers").glob("*/handle.json"):
+        with contextlib.suppress(ValueError, KeyError, OSError):
+            leaders.add(int(json.loads(handle_file.read_text())["data"]["pid"]))
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            pid = int(pid_file.read_text().split()[0])
-            os.killpg(pid, signal.SIGKILL)
-        except (ValueError, OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) in leaders:  # field 6 of /proc/PID/stat: the session id
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
             pass
 
 

@@ -159,3 +159,30 @@ def test_kill_9_the_server_mid_job_loses_nothing(make_server: Any, monkeypatch: 
     assert during["TrainingJobStatus"] == "InProgress"
     job, _ = watch(client, "survives-restart", timeout=60)
     assert job["TrainingJobStatus"] == "Completed", restarted.log()[-3000:]
+
+
+@pytest.mark.slow
+def test_work_that_died_while_the_server_was_down_is_marked_failed(make_server: Any) -> None:
+    from conftest import kill_job_processes
+
+    server = make_server()
+    buckets = server.data_dir / "buckets"
+    (buckets / "src").mkdir(parents=True, exist_ok=True)
+    (buckets / "src" / "sourcedir.tar.gz").write_bytes(_source_tarball(SLOW_SCRIPT))
+    client = server.client()
+    request = job_request("dies-meanwhile", "murphy-e2e", {
+        "ticks": "200", "sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://src/sourcedir.tar.gz"'})
+    request["AlgorithmSpecification"]["TrainingImage"] = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1-cpu-py310"
+    client.create_training_job(**request)
+    deadline = time.monotonic() + 30
+    while client.describe_training_job(TrainingJobName="dies-meanwhile")["SecondaryStatus"] != "Training":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    server.kill()
+    kill_job_processes(server.data_dir)
+    restarted = make_server(data_dir=server.data_dir)
+    job, _ = watch(restarted.client(), "dies-meanwhile", timeout=60)
+    assert job["TrainingJobStatus"] == "Failed", restarted.log()[-3000:]
+    assert "vanished" in job["FailureReason"] or "killed" in job["FailureReason"], job["FailureReason"]
+    # The rule judged what was saved and then finished: nothing is left InProgress.
+    assert job["DebugRuleEvaluationStatuses"][0]["RuleEvaluationStatus"] in ("NoIssuesFound", "Error", "Stopped")

@@ -22,7 +22,12 @@ from murphy.exceptions import (
 )
 from murphy.jobs.describe import describe, summary
 from murphy.jobs.model import JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
-from murphy.jobs.naming import name_from_training_job_arn, processing_job_arn, rule_job_name, training_job_arn
+from murphy.jobs.naming import (
+    name_from_training_job_arn,
+    processing_job_arn,
+    rule_job_name,
+    training_job_arn,
+)
 from murphy.jobs.plans import rule_result_uri
 from murphy.runtimes.base import LogPage, Runtime
 from murphy.settings import Settings

@@ -21,7 +21,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from murphy.exceptions import ConcurrentUpdate, JobNotFound, MurphyError, ObjectNotFound, RuntimeBackendError
+from murphy.exceptions import (
+    ConcurrentUpdate,
+    JobNotFound,
+    MurphyError,
+    ObjectNotFound,
+    RuntimeBackendError,
+)
 from murphy.jobs.model import Handle, JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
 from murphy.jobs.plans import open_uri, rule_plan, tensor_uri, training_plan
 from murphy.jobs.service import request_stop

@@ -1,0 +1,226 @@
+"""``python -m murphy.container``: what runs inside a training container, like SageMaker's toolkit.
+
+Stages (reported in the stage file, see :meth:`OptMl.stage_file`): ``Downloading`` (channels,
+script-mode source), ``Training`` (the program runs; the tensor mirror uploads the hook's local
+directory), ``Uploading`` (final mirror pass, ``training_job_end.ts``, ``model.tar.gz`` and
+``output.tar.gz``). Exit code: the program's (128 + N when a signal ended it); 1 with
+``/opt/ml/output/failure`` written when the toolkit itself could not do its part.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any
+
+from murphy.container.env import (
+    END_MARKER,
+    MURPHY_CONFIG,
+    OPT_ML_ENV,
+    PROGRAM_HP,
+    SUBMIT_DIR_HP,
+    OptMl,
+    argv_for,
+    decode_hyperparameters,
+    read_json,
+    split_hyperparameters,
+    to_cmd_args,
+    write_json_atomic,
+)
+from murphy.container.inputs import (
+    InputError,
+    Interrupted,
+    download_channel,
+    fetch_source,
+    pack_dir,
+)
+from murphy.container.mirror import MirrorThread, TensorMirror
+from murphy.storage import open_store
+
+_FORWARDED = (signal.SIGTERM, signal.SIGINT)
+
+
+def log(message: str) -> None:
+    print(f"murphy-toolkit INFO {message}", flush=True)
+
+
+class ToolkitError(Exception):
+    """The toolkit cannot do its part (becomes ``/opt/ml/output/failure``)."""
+
+
+class Toolkit:
+    def __init__(self, opt_ml: OptMl, mirror_interval: float = 0.1) -> None:
+        self.opt_ml = opt_ml
+        self.mirror_interval = mirror_interval
+        self.signum: int | None = None
+        self.program: subprocess.Popen[bytes] | None = None
+        self.config: dict[str, Any] = {}
+
+    # ---- signals ---------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+        self._forward(signum)
+
+    def _forward(self, signum: int) -> None:
+        # The program has its own process group so that a stop sent to the container's group
+        # reaches it exactly once: from here.
+        if self.program is not None and self.program.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.program.pid, signum)
+
+    # ---- steps -----------------------------------------------------------------------------
+
+    def stage(self, name: str) -> None:
+        try:
+            write_json_atomic(self.opt_ml.stage_file(), {"stage": name, "at": time.time()})
+        except OSError as e:
+            log(f"cannot write the stage file: {e}")
+
+    def download(self) -> None:
+        for channel in self.config.get("channels", []):
+            dest = self.opt_ml.channel_dir(channel["name"])
+            n = download_channel(channel, dest, lambda: self.signum is not None)
+            log(f"channel {channel['name']}: {n} object(s) from {channel['uri']} -> {dest}")
+
+    def argv(self) -> tuple[list[str], str]:
+        """The program's argv and working directory."""
+        python = str(self.config.get("python") or sys.executable)
+        raw = read_json(self.opt_ml.config_file("hyperparameters.json"), {})
+        user, platform = split_hyperparameters(decode_hyperparameters(raw))
+        entrypoint, arguments = self.config.get("container_entrypoint"), self.config.get("container_arguments")
+        code = self.opt_ml.code_dir
+        if entrypoint:
+            return [*entrypoint, *(arguments or [])], code
+        args = list(arguments) if arguments is not None else to_cmd_args(user)
+        if self.config.get("kind", "script-mode") == "command":
+            command = list(self.config.get("command") or [])
+            if not command:
+                raise ToolkitError("murphy.json: a command image needs a non-empty 'command'")
+            return [*command, *args], code
+        return self._script_mode(platform, args, python), code
+
+    def _script_mode(self, platform: Mapping[str, Any], args: list[str], python: str) -> list[str]:
+        program = platform.get(PROGRAM_HP)
+        if not isinstance(program, str) or not program:
+            raise ToolkitError("script mode needs the sagemaker_program hyperparameter (the entry point)")
+        code = self.opt_ml.code_dir
+        submit = platform.get(SUBMIT_DIR_HP)
+        if isinstance(submit, str) and submit:
+            fetch_source(submit, code)
+            log(f"source {submit} -> {code}")
+        if not os.path.isfile(os.path.join(code, program)):
+            raise ToolkitError(f"sagemaker_program {program!r} is not in the source directory ({submit or code})")
+        if os.path.exists(os.path.join(code, "requirements.txt")):
+            log("requirements.txt found: the process runtime does not install packages; "
+                "install them into the service's environment")
+        return argv_for(program, args, code, python)
+
+    def run_program(self, argv: list[str], cwd: str) -> int:
+        log(f"invoking {argv!r} in {cwd}")
+        try:
+            self.program = _spawn_group_leader(argv, cwd)
+        except OSError as e:
+            raise ToolkitError(f"cannot start {argv[0]!r}: {e}") from e
+        if self.signum is not None:  # arrived between the check and the spawn
+            self._forward(self.signum)
+        rc = self.program.wait()
+        return 128 - rc if rc < 0 else rc
+
+    def _mirror(self) -> TensorMirror | None:
+        uri = self.config.get("tensor_uri")
+        if not uri:
+            return None
+        hook_cfg = read_json(self.opt_ml.config_file("debughookconfig.json"), {}) or {}
+        local = hook_cfg.get("LocalPath") or self.config.get("local_path") or self.opt_ml.tensors_dir
+        os.makedirs(local, exist_ok=True)
+        return TensorMirror(local, open_store(uri))
+
+    # ---- the whole run ---------------------------------------------------------------------
+
+    def run(self) -> int:
+        for sig in _FORWARDED:
+            signal.signal(sig, self._on_signal)
+        self.config = read_json(os.path.join(self.opt_ml.config_dir, MURPHY_CONFIG), {}) or {}
+        mirror: TensorMirror | None = None
+        thread: MirrorThread | None = None
+        code = 1
+        ran = False
+        try:
+            mirror = self._mirror()
+            self.stage("Downloading")
+            self.download()
+            argv, cwd = self.argv()
+            if self.signum is not None:
+                raise Interrupted
+            if mirror is not None:
+                thread = MirrorThread(mirror, self.mirror_interval)
+                thread.start()
+            self.stage("Training")
+            ran = True
+            code = self.run_program(argv, cwd)
+            log(f"program exited with code {code}")
+        except Interrupted:
+            code = 128 + (self.signum or signal.SIGTERM)
+            log(f"stopped by signal {self.signum} before the program started")
+        except (InputError, ToolkitError) as e:
+            code = self._fail(str(e))
+        except Exception as e:
+            code = self._fail(f"murphy toolkit error: {type(e).__name__}: {e}")
+        finally:
+            if thread is not None:
+                thread.stop()
+        self.stage("Uploading")
+        return self._finish(mirror, code, ran)
+
+    def _finish(self, mirror: TensorMirror | None, code: int, ran: bool) -> int:
+        uri = self.config.get("tensor_uri")
+        try:
+            if mirror is not None:
+                n = mirror.run_pass(final=True)
+                log(f"tensors: {len(mirror.uploaded)} file(s) at {uri} ({n} in the final pass)")
+            if uri:
+                open_store(uri).put(END_MARKER, b"")
+        except Exception as e:
+            code = self._fail(f"cannot upload tensors to {uri}: {type(e).__name__}: {e}", code)
+        out = self.config.get("output_uri")
+        if out and ran:
+            try:
+                store = open_store(out)
+                store.put("model.tar.gz", pack_dir(self.opt_ml.model_dir))
+                store.put("output.tar.gz", pack_dir(self.opt_ml.output_data_dir))
+                log(f"model artifacts: {out.rstrip('/')}/model.tar.gz")
+            except Exception as e:
+                code = self._fail(f"cannot upload model artifacts to {out}: {type(e).__name__}: {e}", code)
+        return code
+
+    def _fail(self, message: str, code: int = 0) -> int:
+        """Record a toolkit failure (unless the program already wrote one) and return the exit
+        code to use: the program's own non-zero code wins."""
+        log(f"error: {message}")
+        path = self.opt_ml.failure_file
+        if not os.path.exists(path):
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(message)
+            except OSError as e:
+                log(f"cannot write {path}: {e}")
+        return code if code else 1
+
+
+def _spawn_group_leader(argv: list[str], cwd: str) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as the leader of a new process group (same session)."""
+    if sys.version_info >= (3, 11):
+        return subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, process_group=0)
+    return subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, preexec_fn=os.setpgrp)
+
+
+def main() -> int:
+    return Toolkit(OptMl(os.environ.get(OPT_ML_ENV) or "/opt/ml")).run()

@@ -1,0 +1,138 @@
+"""The image catalog: which local program stands in for a container image.
+
+The process runtime has no images to pull, so every image URI a job names is looked up here:
+an ordered list of ``fnmatch`` patterns (first match wins) to one of three kinds of entry:
+
+* ``script-mode``: SageMaker's training toolkit behaviour (``sagemaker_program`` +
+  ``sagemaker_submit_directory`` hyperparameters), run by ``python -m murphy.container``;
+* ``command``: a fixed argv, with the user's hyperparameters appended as ``--key value``;
+* ``rule-evaluator``: murphy's rule container, ``python -m murphy.rules``.
+
+An argv whose first word is ``python`` runs with the service's own interpreter. Entries from
+the JSON file named by ``Settings.image_catalog`` come before the built-ins; its format is in
+``docs/runtimes.md``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from murphy.exceptions import RuntimeBackendError
+
+Kind = Literal["script-mode", "command", "rule-evaluator"]
+KINDS: tuple[Kind, ...] = ("script-mode", "command", "rule-evaluator")
+
+#: The argv word that means "the interpreter the runtime was given".
+PYTHON = "python"
+_PROGRAM_HP = "sagemaker_program"
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    pattern: str
+    kind: Kind
+    #: The program of a ``command`` entry (empty for the other kinds).
+    command: tuple[str, ...] = ()
+    description: str = ""
+
+    def matches(self, image: str) -> bool:
+        return fnmatch.fnmatchcase(image, self.pattern)
+
+
+_DEMO = (PYTHON, "-m", "murphy.demos.linear_regression")
+
+BUILTIN_ENTRIES: tuple[CatalogEntry, ...] = (
+    CatalogEntry("murphy/linear-regression-demo:latest", "command", _DEMO, "the seed's linear regression"),
+    CatalogEntry("murphy/linear-regression-demo", "command", _DEMO, "the seed's linear regression"),
+    CatalogEntry("*/murphy/linear-regression-demo:*", "command", _DEMO, "the seed's linear regression"),
+    CatalogEntry("*/sagemaker-debugger-rules:*", "rule-evaluator", (), "AWS built-in rules"),
+    CatalogEntry("*/sagemaker-debugger-rule-evaluator:*", "rule-evaluator", (), "AWS custom rules"),
+    CatalogEntry("murphy/rule-evaluator:*", "rule-evaluator", (), "murphy's rule evaluator"),
+    CatalogEntry("*/pytorch-training:*", "script-mode", (), "AWS PyTorch training images"),
+    CatalogEntry("*pytorch-training*", "script-mode", (), "AWS PyTorch training images"),
+)
+
+
+class ImageCatalog:
+    """Ordered ``pattern → entry`` list; :meth:`resolve` returns the first match."""
+
+    def __init__(self, entries: Iterable[CatalogEntry] = BUILTIN_ENTRIES) -> None:
+        self.entries: tuple[CatalogEntry, ...] = tuple(entries)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None) -> ImageCatalog:
+        """The built-ins, preceded by the entries of the JSON file at ``path`` (if given)."""
+        if path is None:
+            return cls()
+        return cls((*read_catalog_file(path), *BUILTIN_ENTRIES))
+
+    def resolve(self, image: str, hyperparameters: Mapping[str, str] | None = None) -> CatalogEntry:
+        """The entry for ``image``; script mode when nothing matches but ``sagemaker_program``
+        is a hyperparameter. Raises :class:`RuntimeBackendError` for an unknown image."""
+        for entry in self.entries:
+            if entry.matches(image):
+                return entry
+        if hyperparameters and _PROGRAM_HP in hyperparameters:
+            return CatalogEntry(image, "script-mode", (), "script mode (sagemaker_program)")
+        raise RuntimeBackendError(
+            f"image {image!r} is not in murphy's image catalog, so the process runtime does not know "
+            "what to run for it. Add an entry to the JSON file named by MURPHY_IMAGE_CATALOG, e.g. "
+            f'{{"images": [{{"pattern": "{image}", "kind": "command", "command": ["python", "train.py"]}}]}} '
+            "(kinds: script-mode, command, rule-evaluator; see docs/runtimes.md), or use script mode "
+            "(sagemaker_program and sagemaker_submit_directory hyperparameters)."
+        )
+
+
+def read_catalog_file(path: str | os.PathLike[str]) -> list[CatalogEntry]:
+    """Parse a catalog file: ``{"images": [entry, ...]}`` or a bare list of entries."""
+    where = str(path)
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RuntimeBackendError(f"cannot read image catalog {where}: {e}") from e
+    except ValueError as e:
+        raise RuntimeBackendError(f"image catalog {where} is not valid JSON: {e}") from e
+    if isinstance(doc, Mapping):
+        unknown = sorted(set(doc) - {"images"})
+        if unknown:
+            raise RuntimeBackendError(f"image catalog {where}: unknown top-level key(s) {unknown} (expected 'images')")
+        doc = doc.get("images", [])
+    if not isinstance(doc, list):
+        raise RuntimeBackendError(f"image catalog {where}: 'images' must be a list of entries")
+    return [_entry(raw, f"{where}: images[{i}]") for i, raw in enumerate(doc)]
+
+
+def _entry(raw: Any, where: str) -> CatalogEntry:
+    if not isinstance(raw, Mapping):
+        raise RuntimeBackendError(f"{where} must be an object with 'pattern' and 'kind'")
+    unknown = sorted(set(raw) - {"pattern", "kind", "command", "description"})
+    if unknown:
+        raise RuntimeBackendError(f"{where}: unknown key(s) {unknown} (allowed: pattern, kind, command, description)")
+    pattern, kind, command = raw.get("pattern"), raw.get("kind"), raw.get("command")
+    if not isinstance(pattern, str) or not pattern:
+        raise RuntimeBackendError(f"{where}.pattern must be a non-empty string, got {pattern!r}")
+    if kind not in KINDS:
+        raise RuntimeBackendError(f"{where}.kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    if kind == "command":
+        if not isinstance(command, list) or not command or not all(isinstance(a, str) and a for a in command):
+            raise RuntimeBackendError(f"{where}.command must be a non-empty list of strings for kind 'command'")
+    elif command is not None:
+        raise RuntimeBackendError(f"{where}.command is only allowed for kind 'command' (this entry is {kind!r})")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise RuntimeBackendError(f"{where}.description must be a string")
+    return CatalogEntry(pattern, kind, tuple(command or ()), description)
+
+
+def resolve_argv(argv: Iterable[str], python: str) -> list[str]:
+    """``argv`` with a leading ``python`` replaced by the runtime's interpreter."""
+    out = list(argv)
+    if out and out[0] == PYTHON:
+        out[0] = python
+    return out

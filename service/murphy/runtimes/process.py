@@ -1,0 +1,298 @@
+"""The embedded default runtime: each container is a local process tree with its own ``/opt/ml``.
+
+``<root_dir>/<container_name>/`` holds everything about one container::
+
+    handle.json   the Handle (written once the process exists; its presence makes launch idempotent)
+    log.jsonl     stdout+stderr, one {"t": epoch_ms, "m": line} per line (written by the shim)
+    exit.json     {"exit_code", "signal", "ended_at"} once the container ended
+    stage.json    {"stage": "Downloading"|"Training"|"Uploading"} (training toolkit)
+    shim.err      the shim's own stderr (empty unless the shim itself crashed)
+    opt/ml/...    SageMaker's /opt/ml (training containers)
+
+The container is one session started by ``python -m murphy.runtimes.shim`` (its own process
+group, so it outlives the service). Everything needed to find it again is in the Handle: a new
+runtime instance re-attaches from it. Instance types are not enforced (no CPU/memory limits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from murphy.exceptions import RuntimeBackendError
+from murphy.jobs.model import Handle
+from murphy.runtimes import procfs
+from murphy.runtimes.base import ContainerState, LogEvent, LogPage, Plan, TrainingPlan
+from murphy.runtimes.catalog import ImageCatalog
+from murphy.runtimes.layout import (
+    CONTAINER_MARKER_ENV,
+    program_argv,
+    rule_env,
+    write_training_layout,
+)
+
+TAIL_LINES = 20
+_TAIL_BYTES = 64 * 1024
+_READ_LIMIT = 8 << 20
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _write_json(path: str, doc: Any) -> None:
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+    os.replace(tmp, path)
+
+
+def _create_json(path: str, doc: Any) -> bool:
+    """Write ``doc`` at ``path`` unless a file is already there (atomically); True if written."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+class ProcessRuntime:
+    """:class:`~murphy.runtimes.base.Runtime` over local processes (see the module docstring)."""
+
+    def __init__(self, root_dir: Path, catalog: ImageCatalog, base_env: Mapping[str, str],
+                 python: str = sys.executable, name: str = "process") -> None:
+        self.root_dir = Path(root_dir)
+        self.catalog = catalog
+        self.base_env = dict(base_env)
+        self.python = python
+        self.name = name
+        # Shims this instance started, so they are reaped (a restarted service is not their
+        # parent; init reaps them then).
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+
+    # ---- launch ----------------------------------------------------------------------------
+
+    def launch(self, plan: Plan) -> Handle:
+        if not _NAME.fullmatch(plan.container_name):
+            raise RuntimeBackendError(f"invalid container name {plan.container_name!r}")
+        hps = plan.hyperparameters if isinstance(plan, TrainingPlan) else None
+        entry = self.catalog.resolve(plan.image, hps)
+        argv = program_argv(plan, entry, self.python)
+        cdir = self.root_dir / plan.container_name
+        cdir.mkdir(parents=True, exist_ok=True)
+        with self._exclusive(cdir):
+            existing = _read_json(str(cdir / "handle.json"))
+            if existing is not None:
+                return Handle(runtime=existing["runtime"], id=existing["id"], data=existing["data"])
+            try:
+                return self._start(cdir, plan, entry, argv)
+            except OSError as e:
+                raise RuntimeBackendError(f"cannot start container {plan.container_name}: {e}") from e
+
+    @contextlib.contextmanager
+    def _exclusive(self, cdir: Path) -> Iterator[None]:
+        with open(cdir / ".launch.lock", "a+b") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _start(self, cdir: Path, plan: Plan, entry: Any, argv: list[str]) -> Handle:
+        d = str(cdir)
+        data: dict[str, Any] = {
+            "container_name": plan.container_name, "role": plan.role, "dir": d,
+            "log": os.path.join(d, "log.jsonl"), "exit": os.path.join(d, "exit.json"),
+            "stage": os.path.join(d, "stage.json"),
+        }
+        for stale in ("exit.json", "stage.json"):  # from a launch that died before its handle
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(d, stale))
+        if isinstance(plan, TrainingPlan):
+            opt_ml, env = write_training_layout(d, plan, entry, self.python, self.base_env)
+            data["opt_ml"] = opt_ml.root
+            data["failure"] = opt_ml.failure_file
+        else:
+            env = rule_env(plan, self.base_env)
+        env[CONTAINER_MARKER_ENV] = d
+        shim = [self.python, "-m", "murphy.runtimes.shim", "--log", data["log"], "--exit", data["exit"], "--", *argv]
+        with open(os.path.join(d, "shim.err"), "ab") as err:
+            proc = subprocess.Popen(shim, cwd=d, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                    start_new_session=True)
+        started = procfs.start_time(proc.pid)
+        if started is None:  # already gone and reaped: cannot be, it is our child until waited
+            raise RuntimeBackendError(f"container {plan.container_name} vanished at start")
+        with self._lock:
+            self._children[proc.pid] = proc
+        data.update(pid=proc.pid, pgid=proc.pid, start_time=started, started_at=time.time())
+        handle = Handle(runtime=self.name, id=f"{proc.pid}:{started}", data=data)
+        _write_json(os.path.join(d, "handle.json"), {"runtime": handle.runtime, "id": handle.id, "data": data})
+        return handle
+
+    # ---- status ----------------------------------------------------------------------------
+
+    def _reap(self) -> None:
+        with self._lock:
+            for pid, proc in list(self._children.items()):
+                if proc.poll() is not None:
+                    del self._children[pid]
+
+    def status(self, handle: Handle) -> ContainerState:
+        d = handle.data
+        ended = _read_json(d["exit"])
+        if ended is None:
+            self._reap()
+            if procfs.alive(d["pid"], d["start_time"]):
+                return ContainerState("running", started_at=d.get("started_at"), stage=self._stage(d))
+            ended = _read_json(d["exit"])  # it may have ended between the two looks
+        if ended is None:
+            return ContainerState(
+                "missing", failure="the container process vanished (killed without a trace, or the host restarted)",
+                log_tail=self._tail(d), started_at=d.get("started_at"), stage=self._stage(d),
+            )
+        sig = ended.get("signal")
+        code = ended.get("exit_code")
+        if code is None:
+            code = 128 + sig if sig else None
+        failure = self._failure(d)
+        if failure is None and sig:
+            failure = f"the container was killed by {_signal_name(sig)} ({sig})"
+        return ContainerState("exited", exit_code=code, failure=failure, log_tail=self._tail(d),
+                              started_at=d.get("started_at"), ended_at=ended.get("ended_at"), stage=self._stage(d))
+
+    @staticmethod
+    def _stage(d: Mapping[str, Any]) -> str | None:
+        doc = _read_json(d["stage"])
+        return doc.get("stage") if isinstance(doc, dict) else None
+
+    @staticmethod
+    def _failure(d: Mapping[str, Any]) -> str | None:
+        path = d.get("failure")
+        if not path:
+            return None
+        try:
+            with open(path, "rb") as f:
+                text = f.read(_TAIL_BYTES).decode("utf-8", errors="replace").strip()
+        except FileNotFoundError:
+            return None
+        return text or None
+
+    @staticmethod
+    def _tail(d: Mapping[str, Any]) -> str:
+        try:
+            with open(d["log"], "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - _TAIL_BYTES))
+                raw = f.read()
+        except FileNotFoundError:
+            return ""
+        lines = raw.split(b"\n")[-(TAIL_LINES + 1):]
+        out = []
+        for line in lines:
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                out.append(str(json.loads(line)["m"]))
+        return "\n".join(out[-TAIL_LINES:])
+
+    # ---- stop / remove ---------------------------------------------------------------------
+
+    def _members(self, d: Mapping[str, Any]) -> list[procfs.ProcStat]:
+        return procfs.session_members(d["pgid"], d["start_time"], f"{CONTAINER_MARKER_ENV}={d['dir']}")
+
+    def stop(self, handle: Handle, *, force: bool = False) -> None:
+        d = handle.data
+        if os.path.exists(d["exit"]):
+            return
+        members = self._members(d)
+        if not force:
+            # The shim ignores SIGTERM; the program's process group gets it from the toolkit.
+            # Without the container's group (its shim and toolkit killed behind our back) the
+            # leftovers are signalled one by one.
+            if any(m.pgid == d["pgid"] for m in members):
+                targets = [-d["pgid"]]
+            else:
+                targets = [m.pid for m in members]
+            for pid in targets:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            return
+        for m in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(m.pid, signal.SIGKILL)
+        self._wait_gone(d)
+        self._reap()
+        # The shim was killed too, so it cannot record the end: do it for it.
+        _create_json(d["exit"], {"exit_code": None, "signal": int(signal.SIGKILL), "ended_at": time.time()})
+
+    def _wait_gone(self, d: Mapping[str, Any], timeout: float = 2.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._reap()
+            if not self._members(d):
+                return
+            time.sleep(0.01)
+
+    def remove(self, handle: Handle) -> None:
+        d = handle.data
+        if self._members(d):
+            self.stop(handle, force=True)
+        opt_ml = d.get("opt_ml")
+        if opt_ml:
+            for sub in (("input", "data"), ("code",)):
+                shutil.rmtree(os.path.join(opt_ml, *sub), ignore_errors=True)
+
+    # ---- logs ------------------------------------------------------------------------------
+
+    def read_logs(self, handle: Handle, cursor: int = 0, limit: int = 10_000) -> LogPage:
+        try:
+            with open(handle.data["log"], "rb") as f:
+                f.seek(cursor)
+                raw = f.read(_READ_LIMIT)
+        except FileNotFoundError:
+            return LogPage([], cursor)
+        events: list[LogEvent] = []
+        pos = cursor
+        start = 0
+        while len(events) < limit:
+            nl = raw.find(b"\n", start)
+            if nl < 0:
+                break  # a partial last line: it is read again, whole, next time
+            line = raw[start:nl]
+            start = nl + 1
+            pos = cursor + start
+            try:
+                doc = json.loads(line)
+                t = int(doc["t"])
+                events.append(LogEvent(timestamp_ms=t, message=str(doc["m"]), ingestion_ms=t))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return LogPage(events, pos)
