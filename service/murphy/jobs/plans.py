@@ -8,7 +8,8 @@ from murphy.jobs.model import JobRecord, RuleState
 from murphy.jobs.naming import debug_output_uri, rule_output_uri, s3_join
 from murphy.runtimes.base import Channel, RulePlan, TrainingPlan
 from murphy.settings import Settings
-from murphy.storage import ObjectStore, S3ObjectStore, local_bucket_store, open_store, split_s3_uri
+from murphy.storage import ObjectStore, local_bucket_store, open_store, split_s3_uri
+from murphy.storage.s3 import S3ObjectStore
 
 
 def hook_output_path(spec: dict[str, Any]) -> str:

@@ -14,13 +14,16 @@ the rule evaluators and a person's ``create_trial`` all resolve a URI to the sam
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from murphy.exceptions import StorageError
 from murphy.storage.base import ObjectStore, join_key
 from murphy.storage.local import LocalObjectStore
 from murphy.storage.memory import InMemoryObjectStore
-from murphy.storage.s3 import S3ObjectStore
+
+if TYPE_CHECKING:
+    from murphy.storage.s3 import S3ObjectStore
 
 #: Environment variable that maps ``s3://bucket/key`` to ``<dir>/bucket/key`` (embedded default).
 S3_LOCAL_ROOT_ENV = "MURPHY_S3_LOCAL_ROOT"
@@ -73,6 +76,8 @@ def open_store(uri: str | os.PathLike[str], *, s3_endpoint_url: str | None = Non
         local_root = os.environ.get(S3_LOCAL_ROOT_ENV)
         if local_root and not s3_endpoint_url:
             return local_bucket_store(local_root, uri)
+        from murphy.storage.s3 import S3ObjectStore
+
         return S3ObjectStore(bucket, prefix, endpoint_url=s3_endpoint_url)
     if uri.startswith("memory://"):
         name, _, prefix = uri[len("memory://"):].partition("/")
@@ -85,3 +90,13 @@ def open_store(uri: str | os.PathLike[str], *, s3_endpoint_url: str | None = Non
     if "://" in uri:
         raise StorageError(f"unsupported store URI scheme: {uri!r} (use a path, file://, s3:// or memory://)")
     return LocalObjectStore(uri)
+
+
+def __getattr__(name: str) -> Any:
+    # The S3 backend pulls in http.client and friends (~80 ms): containers that never touch S3
+    # (the embedded default) should not pay for it at start-up.
+    if name == "S3ObjectStore":
+        from murphy.storage.s3 import S3ObjectStore
+
+        return S3ObjectStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
