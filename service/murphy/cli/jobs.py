@@ -155,6 +155,27 @@ def cmd_logs(args: argparse.Namespace) -> int:
         time.sleep(0.5)
 
 
+def _safe(fn: Any) -> Any:
+    """Client errors are the user's answer, not a crash: print the AWS code and message."""
+
+    def run(args: argparse.Namespace) -> int:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            result: int = fn(args)
+            return result
+        except ClientError as e:
+            err = e.response.get("Error", {})
+            print(f"murphy: {err.get('Code', 'Error')}: {err.get('Message', e)}", file=sys.stderr)
+        except BotoCoreError as e:
+            print(f"murphy: cannot reach the server: {e}", file=sys.stderr)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+        return 1
+
+    return run
+
+
 def add_parser(sub: Any) -> None:
     jobs = sub.add_parser("jobs", help="list, describe, stop training jobs and read their logs")
     jobs.add_argument("--endpoint", help="murphy server URL (default $MURPHY_ENDPOINT or http://127.0.0.1:8080)")
@@ -163,17 +184,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--status", choices=["InProgress", "Completed", "Failed", "Stopping", "Stopped"])
     p.add_argument("--name-contains")
     p.add_argument("--max", type=int, default=100)
-    p.set_defaults(func=cmd_list)
+    p.set_defaults(func=_safe(cmd_list))
     p = jsub.add_parser("describe", help="one job: status, transitions, rule statuses")
     p.add_argument("name")
     p.add_argument("--json", action="store_true", help="print DescribeTrainingJob's JSON")
     p.add_argument("--wait", action="store_true", help="wait (with a spinner) until the job ends")
-    p.set_defaults(func=cmd_describe)
+    p.set_defaults(func=_safe(cmd_describe))
     p = jsub.add_parser("stop", help="stop a job (SIGTERM, then SIGKILL after the grace period)")
     p.add_argument("name")
     p.add_argument("--wait", action="store_true")
-    p.set_defaults(func=cmd_stop)
+    p.set_defaults(func=_safe(cmd_stop))
     p = jsub.add_parser("logs", help="the training container's log")
     p.add_argument("name")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
-    p.set_defaults(func=cmd_logs)
+    p.set_defaults(func=_safe(cmd_logs))
