@@ -13,6 +13,7 @@ Every run saves the same superset of tensors, so every rule can be judged on eve
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +92,25 @@ def gaussian_classes(
     return Data(x_train, y_train, x_val, y_val, classes)
 
 
+def teacher_classes(
+    gen: torch.Generator, n_train: int, n_val: int, dim: int = 64, classes: int = 4, hidden: int = 32,
+) -> Data:
+    """Labels from a random one-hidden-layer tanh teacher: ``y = argmax(tanh(x @ a) @ b)``,
+    ``x ~ N(0, I)``, ``a ~ N(0, 4 / dim)`` (steep units). The boundaries are nonlinear, so a
+    student MLP keeps learning for hundreds of steps instead of reaching its floor within a few
+    dozen as it does on well-separated class-conditional Gaussians."""
+    a = 2 * torch.randn(dim, hidden, generator=gen) / math.sqrt(dim)
+    b = torch.randn(hidden, classes, generator=gen) / math.sqrt(hidden)
+
+    def draw(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(n, dim, generator=gen)
+        return x, (torch.tanh(x @ a) @ b).argmax(dim=1)
+
+    x_train, y_train = draw(n_train)
+    x_val, y_val = draw(n_val)
+    return Data(x_train, y_train, x_val, y_val, classes)
+
+
 def teacher_regression(gen: torch.Generator, n_train: int, n_val: int, dim: int = 16) -> Data:
     """``y = sin(x @ a) + 0.5 * x @ b`` plus noise: a smooth nonlinear target."""
     a, b = torch.randn(dim, 1, generator=gen) / math.sqrt(dim), torch.randn(dim, 1, generator=gen) / math.sqrt(dim)
@@ -129,6 +149,19 @@ class RunLog:
     val_losses: list[tuple[int, float]] = field(default_factory=list)  # (last eval step, mean)
     train_losses: list[float] = field(default_factory=list)
     global_steps: int = 0
+
+
+def worst_quarter_change(log: RunLog) -> float | None:
+    """The largest relative change of the run's loss from one quarter of the run to the next
+    (validation losses when it evaluated, else training losses): below 0 when the loss fell
+    throughout, the check that a healthy twin is still learning over its whole window."""
+    losses = [v for _, v in log.val_losses] or log.train_losses
+    q = len(losses) // 4
+    if q == 0:
+        return None
+    tail = losses[-4 * q:]
+    means = [sum(tail[i * q:(i + 1) * q]) / q for i in range(4)]
+    return max(b / a - 1 for a, b in itertools.pairwise(means))
 
 
 def _finite(tensors: list[torch.Tensor]) -> bool:

@@ -21,6 +21,7 @@ class RunResult:
     onset: int | None
     steps: int
     verdicts: list[Verdict] = field(default_factory=list)
+    progress: float | None = None  # healthy runs: worst quarter-to-quarter loss change
 
     def verdict(self, rule: str) -> Verdict:
         return next(v for v in self.verdicts if v.rule == rule)
@@ -70,8 +71,8 @@ def score(results: list[RunResult], targets: dict[str, tuple[str, ...]]) -> list
     return [scores[r] for r in RULES]
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f} %"
+def _pct(x: float | None, digits: int = 0) -> str:
+    return "n/a" if x is None else f"{100 * x:.{digits}f} %"
 
 
 def rule_rows(scores: list[RuleScore]) -> list[list[str]]:
@@ -103,10 +104,25 @@ def verdict_line(scores: list[RuleScore]) -> str:
              if s.false_alarm_rate is not None and s.false_alarm_rate > FALSE_ALARM_TARGET]
     return (
         f"overall: recall {caught}/{faulty} = {_pct(recall)} (target >= 90 %: "
-        f"{'met' if ok_r else 'MISSED'}), false alarms {alarms}/{healthy} rule-runs = {_pct(fa)} "
+        f"{'met' if ok_r else 'MISSED'}), false alarms {alarms}/{healthy} rule-runs = {_pct(fa, 1)} "
         f"(target <= 5 %: {'met' if ok_f else 'MISSED'}). Rules under the recall target: "
         f"{', '.join(bad_r) or 'none'}; over the false-alarm target: {', '.join(bad_f) or 'none'}. "
         "(Published research detectors: 68-94 % recall with 36-72 % false alarms.)"
+    )
+
+
+def progress_line(results: list[RunResult]) -> str:
+    """Whether every healthy twin was still learning over its whole window."""
+    twins = [r for r in results if not r.faulty and r.progress is not None]
+    if not twins:
+        return ""
+    falling = sum(r.progress is not None and r.progress < 0 for r in twins)
+    worst = max(twins, key=lambda r: r.progress or 0.0)
+    what = "the smallest fall" if falling == len(twins) else "NOT LEARNING, the worst change"
+    return (
+        f"healthy twins: loss (validation, else training) lower in each quarter of the run than in "
+        f"the quarter before on {falling}/{len(twins)}; {what}: {100 * (worst.progress or 0):+.0f} % "
+        f"({worst.fault}/seed{worst.seed})"
     )
 
 

@@ -26,11 +26,13 @@ import torch  # noqa: E402
 
 from _common import machine, table  # noqa: E402
 from rule_quality.evaluate import RULES, evaluate_run  # noqa: E402
+from rule_quality.harness import worst_quarter_change  # noqa: E402
 from rule_quality.report import (  # noqa: E402
     RULE_HEADERS,
     RunResult,
     matrix_rows,
     overrides_text,
+    progress_line,
     rule_rows,
     score,
     short,
@@ -51,10 +53,12 @@ def generate_and_evaluate(out: Path, seeds: int, only: set[str] | None) -> list[
                 log = fault.run(faulty, 1000 + seed, str(run_dir))
                 t1 = time.perf_counter()
                 res = RunResult(fault.name, faulty, seed, fault.onset(log) if faulty else None,
-                                log.global_steps, evaluate_run(str(run_dir)))
+                                log.global_steps, evaluate_run(str(run_dir)),
+                                None if faulty else worst_quarter_change(log))
                 fired = ", ".join(f"{v.rule}@{v.step}" for v in res.verdicts if v.fired) or "-"
+                trend = "" if res.progress is None else f" loss/quarter {100 * res.progress:+.0f}%"
                 print(f"  {run_dir.name:40} train {t1 - t0:4.1f}s rules {time.perf_counter() - t1:4.1f}s "
-                      f"onset {res.onset} fired: {fired}", flush=True)
+                      f"onset {res.onset}{trend} fired: {fired}", flush=True)
                 results.append(res)
     return results
 
@@ -70,6 +74,7 @@ def render(results: list[RunResult], faults: list[str], elapsed: float, seeds: i
         table(RULE_HEADERS, rule_rows(scores)),
         "",
         verdict_line(scores),
+        progress_line(results),
         "",
         "runs each rule fired on (rows: fault type; '.' none, n/a: the run saved nothing the rule reads):",
         table(["runs", *(short(r) for r in RULES)], matrix_rows(results, faults)),

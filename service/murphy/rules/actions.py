@@ -68,7 +68,12 @@ def parse_actions(action_json: str | None, training_job_name: str | None) -> lis
     try:
         doc = json.loads(action_json)
     except ValueError as e:
-        raise ActionError(f"action_json is not valid JSON: {e}") from None
+        # The SageMaker SDK (smdebug-rulesconfig) sends the list with its quotes backslash-escaped
+        # inside the string value: ``[{\"name\": \"stoptraining\", ...}]``.
+        try:
+            doc = json.loads(action_json.replace('\\"', '"'))
+        except ValueError:
+            raise ActionError(f"action_json is not valid JSON: {e}") from None
     items = doc if isinstance(doc, list) else [doc]
     return [_one(i, item, training_job_name) for i, item in enumerate(items)]
 

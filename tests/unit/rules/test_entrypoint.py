@@ -344,6 +344,18 @@ def test_actions_are_recorded_for_the_control_plane(tmp_path: Path, job: Path, c
     ]
 
 
+def test_action_json_as_the_sagemaker_sdk_escapes_it(tmp_path: Path, job: Path, custom_rule: Path) -> None:
+    # smdebug-rulesconfig's ActionList serialises with backslash-escaped quotes inside the value.
+    sdk_value = '[{\\"name\\": \\"stoptraining\\", \\"training_job_prefix\\": \\"job\\"}, {\\"endpoint\\": \\"a@b.co\\", \\"name\\": \\"email\\"}]'
+    assert '\\"name\\"' in sdk_value
+    code, res = rule_eval(tmp_path, _with_actions(custom_rule, sdk_value), "--training-job-name", "job-1", base=job)
+    assert (code, res["status"]) == (0, "IssuesFound")
+    assert res["actions"] == [
+        {"name": "stoptraining", "training_job_name": "job-1", "training_job_prefix": "job"},
+        {"name": "email", "endpoint": "a@b.co"},
+    ]
+
+
 def test_actions_only_when_issues_found(tmp_path: Path, job: Path, custom_rule: Path) -> None:
     params = _with_actions(custom_rule, {"name": "stoptraining", "training_job_prefix": "j"}, threshold="1000")
     code, res = rule_eval(tmp_path, params, "--training-job-name", "job-1", base=job)
