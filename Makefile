@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(PY) training_images/examples/pytorch_demo.py
+	$(PY) training_images/examples/seed_demo.py
 
 # Starts moto's server and SeaweedFS itself (tests/conftest.py), so nothing needs to run first.
 test: setup

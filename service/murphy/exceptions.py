@@ -323,3 +323,9 @@ class RequestEntityTooLargeException(ServiceError):
     """The body is larger than ``Settings.max_body_bytes``."""
 
     http_status = 413
+
+
+class ServiceUnavailable(ServiceError):
+    """A dependency (the job store) is down for now; botocore retries 503s."""
+
+    http_status = 503

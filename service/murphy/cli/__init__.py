@@ -44,9 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="murphy", description="Watch training jobs, stop them when they go wrong.")
     sub = parser.add_subparsers(dest="command", required=True)
     from murphy.cli import jobs, server
+    from murphy.cli import run as run_command
 
     server.add_parser(sub)
     jobs.add_parser(sub)
+    run_command.add_parser(sub)
     p = sub.add_parser("trial", help="summarise the tensors saved under a path or s3:// URI")
     p.add_argument("path")
     p.add_argument("--regex", help="only tensors matching this regex")

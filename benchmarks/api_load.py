@@ -1,0 +1,292 @@
+"""API load: murphy's server vs moto's server, 50 concurrent boto3 clients, one run.
+
+Both servers run as their own processes on 127.0.0.1 and get the same jobs (created through
+boto3). Then, per operation (DescribeTrainingJob, ListTrainingJobs with MaxResults=10) and per
+server, ``--clients`` threads, each with its own stock boto3 client, call back to back for
+``--seconds``; the table gives throughput and p50/p99 latency as the clients see them.
+
+murphy runs as ``murphy server`` does (uvicorn + create_app + the supervisor loop) with the fake
+runtime, so jobs stay InProgress and nothing is executed; the store is SQLite (the default) or
+in-memory (``--store memory``).
+
+Closed-loop clients: by Little's law latency = clients / throughput, so the 50-client p99 is
+bounded below by 50 / throughput and mostly measures how fast the whole box (server and the
+clients' own botocore work, sharing the CPUs) turns requests around. ``--paced RATE`` adds a run
+where the same clients together send RATE requests/s, which shows the latency of a server that is
+not saturated.
+
+usage: python benchmarks/api_load.py [--jobs 200] [--clients 50] [--seconds 5] [--store sqlite|memory]
+                                     [--paced 200] [--procs 1] [--no-supervisor]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import REPO, machine, table  # noqa: E402
+
+REGION = "us-west-2"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+
+
+def serve_murphy(port: int, store_url: str, data_dir: str, supervisor: bool) -> None:
+    """The server process (``--serve-murphy``)."""
+    import uvicorn
+
+    from murphy.api.app import create_app
+    from murphy.jobs.service import JobService
+    from murphy.jobs.supervisor import Supervisor
+    from murphy.runtimes.fake import FakeRuntime
+    from murphy.settings import Settings
+    from murphy.store import open_job_store
+
+    settings = Settings(data_dir=Path(data_dir), runtime="fake", port=port)
+    store = open_job_store(store_url)
+    runtime = FakeRuntime()
+    service = JobService(store, runtime, settings)
+    sup = Supervisor(store, runtime, settings)
+    if supervisor:
+        service.on_change = sup.wake
+        sup.start()
+    try:
+        uvicorn.run(create_app(service, settings), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    finally:
+        sup.close()
+        store.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def client(url: str) -> Any:
+    import boto3
+
+    return boto3.session.Session().client("sagemaker", endpoint_url=url, region_name=REGION,
+                                          aws_access_key_id="test", aws_secret_access_key="test")
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    sm = client(url)
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"server at {url} exited with {proc.returncode}")
+        try:
+            sm.list_training_jobs(MaxResults=1)
+            return
+        except Exception:
+            time.sleep(0.2)
+    sys.exit(f"server at {url} not ready after {timeout}s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # uvicorn and moto's werkzeug both stop on SIGINT
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def job_request(name: str) -> dict[str, Any]:
+    return {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {"TrainingImage": "murphy/linear-regression-demo:latest", "TrainingInputMode": "File"},
+        "RoleArn": ROLE,
+        "OutputDataConfig": {"S3OutputPath": "s3://bench/out"},
+        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        "HyperParameters": {"lr": "0.001", "scale": "1", "steps": "10", "debug_frequency": "1"},
+        "DebugHookConfig": {"S3OutputPath": "s3://bench/out", "CollectionConfigurations": []},
+        "DebugRuleConfigurations": [{
+            "RuleConfigurationName": "ExplodingTensor",
+            "RuleEvaluatorImage": "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest",
+            "RuleParameters": {"rule_to_invoke": "ExplodingTensor"},
+        }],
+    }
+
+
+def _clients(url: str, op: str, names: list[str], first: int, count: int, total: int, seconds: float,
+             rate: float | None, ready: Any, go: Any, out: Any) -> None:
+    """One load process: ``count`` client threads (global indexes ``first``...), each with its own
+    boto3 client, calling ``op`` for ``seconds`` after ``go`` (closed loop, or paced so that all
+    ``total`` clients together send ``rate`` requests/s)."""
+    sms = [client(url) for _ in range(count)]
+    for sm in sms:  # open each client's connection before the clock starts
+        sm.describe_training_job(TrainingJobName=names[0])
+    latencies: list[list[float]] = [[] for _ in range(count)]
+    errors = [0] * count
+    interval = total / rate if rate else 0.0
+
+    def run(j: int) -> None:
+        sm, mine, k = sms[j], latencies[j], first + j
+        t_end = time.perf_counter() + seconds
+        next_at = time.perf_counter() + interval * k / total
+        while True:
+            if interval:
+                delay = next_at - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                next_at += interval
+            t0 = time.perf_counter()
+            if t0 >= t_end:
+                return
+            try:
+                if op == "describe":
+                    sm.describe_training_job(TrainingJobName=names[k % len(names)])
+                else:
+                    sm.list_training_jobs(MaxResults=10)
+                mine.append(time.perf_counter() - t0)
+            except Exception:
+                errors[j] += 1
+            k += total
+
+    threads = [threading.Thread(target=run, args=(j,)) for j in range(count)]
+    ready.put(count)
+    go.wait()
+    started = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    out.put({"lat": [x for per in latencies for x in per], "errors": sum(errors),
+             "elapsed": time.perf_counter() - started})
+
+
+def load(url: str, op: str, names: list[str], clients: int, seconds: float, rate: float | None,
+         procs: int) -> dict[str, Any]:
+    """``clients`` boto3 clients spread over ``procs`` processes (so the clients' own botocore
+    work is not capped by one interpreter's GIL)."""
+    ctx = mp.get_context("fork")
+    ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
+    workers = []
+    first = 0
+    for n in shares:
+        w = ctx.Process(target=_clients, args=(url, op, names, first, n, clients, seconds, rate, ready, go, out))
+        w.start()
+        workers.append(w)
+        first += n
+    for _ in workers:
+        ready.get(timeout=120)
+    go.set()
+    parts = [out.get(timeout=seconds + 120) for _ in workers]
+    for w in workers:
+        w.join()
+    lat = sorted(x for p in parts for x in p["lat"])
+    errors = sum(p["errors"] for p in parts)
+    if not lat:
+        sys.exit(f"{op} on {url}: no successful call ({errors} errors)")
+    elapsed = max(p["elapsed"] for p in parts)
+    return {
+        "requests": len(lat), "errors": errors, "rps": len(lat) / elapsed,
+        "p50_ms": lat[len(lat) // 2] * 1000, "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    ap.add_argument("--paced", type=float, default=0.0, help="also run at this total request rate (req/s)")
+    ap.add_argument("--no-supervisor", action="store_true", help="run murphy's API without its supervisor loop")
+    ap.add_argument("--procs", type=int, default=1,
+                    help="client processes the clients are spread over (use more on machines with spare cores)")
+    ap.add_argument("--serve-murphy", nargs=4, metavar=("PORT", "STORE_URL", "DATA_DIR", "SUPERVISOR"),
+                    help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve_murphy:
+        port, url, data, sup = args.serve_murphy
+        serve_murphy(int(port), url, data, sup == "1")
+        return
+
+    tmp = tempfile.mkdtemp(prefix="murphy-api-load-")
+    store_url = "memory://" if args.store == "memory" else f"sqlite:///{tmp}/murphy.db"
+    m_port, t_port = free_port(), free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "service")}
+    logs = [open(Path(tmp) / f"{n}.log", "wb") for n in ("murphy", "moto")]  # noqa: SIM115
+    murphy = subprocess.Popen(
+        [sys.executable, __file__, "--serve-murphy", str(m_port), store_url, tmp, "0" if args.no_supervisor else "1"],
+        stdout=logs[0], stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    moto_bin = Path(sys.executable).parent / "moto_server"
+    moto = subprocess.Popen([str(moto_bin), "-H", "127.0.0.1", "-p", str(t_port)],
+                            stdout=logs[1], stderr=subprocess.STDOUT, start_new_session=True)
+    servers = {"murphy": f"http://127.0.0.1:{m_port}", "moto": f"http://127.0.0.1:{t_port}"}
+    try:
+        for name, url in servers.items():
+            wait_ready(url, murphy if name == "murphy" else moto)
+        names = [f"bench-{i:04d}" for i in range(args.jobs)]
+        for url in servers.values():
+            sm = client(url)
+            for n in names:
+                sm.create_training_job(**job_request(n))
+        with urllib.request.urlopen(servers["murphy"] + "/healthz", timeout=5) as r:
+            assert json.loads(r.read())["status"] == "ok"
+        results: dict[str, dict[str, Any]] = {}
+        runs = [("describe", None), ("list", None)] + ([("describe", args.paced)] if args.paced else [])
+        for op, rate in runs:
+            for name, url in servers.items():
+                key = f"{op}{'@' + str(int(rate)) if rate else ''}/{name}"
+                results[key] = load(url, op, names, args.clients, args.seconds, rate, args.procs)
+                print(f"  {key}: {results[key]}", file=sys.stderr, flush=True)
+    finally:
+        for p in (murphy, moto):
+            stop(p)
+        for f in logs:
+            f.close()
+
+    print(f"\nAPI load: {args.clients} concurrent boto3 clients (threads in {args.procs} process(es)), "
+          f"{args.seconds:g} s per run, "
+          f"{args.jobs} jobs, murphy store {args.store}{'' if not args.no_supervisor else ', no supervisor'}")
+    print(machine())
+    rows = []
+    for op, rate in runs:
+        label = f"{op}{f' (paced {rate:g} req/s)' if rate else ''}"
+        m = results[f"{op}{'@' + str(int(rate)) if rate else ''}/murphy"]
+        t = results[f"{op}{'@' + str(int(rate)) if rate else ''}/moto"]
+        rows.append([label, f"{m['rps']:.0f}", f"{t['rps']:.0f}", f"{m['rps'] / t['rps']:.2f}x",
+                     f"{m['p50_ms']:.1f}", f"{t['p50_ms']:.1f}", f"{m['p99_ms']:.1f}", f"{t['p99_ms']:.1f}",
+                     f"{m['errors']}/{t['errors']}"])
+    print(table(["operation", "murphy req/s", "moto req/s", "ratio", "murphy p50 ms", "moto p50 ms",
+                 "murphy p99 ms", "moto p99 ms", "errors m/t"], rows))
+    d = results["describe/murphy"]
+    verdicts = [
+        ("describe p99 <= 20 ms (closed loop)", d["p99_ms"] <= 20.0, f"{d['p99_ms']:.1f} ms"),
+        ("murphy describe throughput >= moto", d["rps"] >= results["describe/moto"]["rps"],
+         f"{d['rps']:.0f} vs {results['describe/moto']['rps']:.0f} req/s"),
+        ("murphy list throughput >= moto", results["list/murphy"]["rps"] >= results["list/moto"]["rps"],
+         f"{results['list/murphy']['rps']:.0f} vs {results['list/moto']['rps']:.0f} req/s"),
+    ]
+    if args.paced:
+        p = results[f"describe@{int(args.paced)}/murphy"]
+        verdicts.append((f"describe p99 <= 20 ms at {args.paced:g} req/s", p["p99_ms"] <= 20.0, f"{p['p99_ms']:.1f} ms"))
+    print()
+    for what, ok, detail in verdicts:
+        print(f"{'PASS' if ok else 'MISS'}  {what}: {detail}")
+    print(json.dumps({"results": results, "clients": args.clients, "seconds": args.seconds, "store": args.store}))
+
+
+if __name__ == "__main__":
+    main()
