@@ -16,7 +16,7 @@ def make_runtime(settings: Settings) -> Runtime:
     if settings.runtime == "fake":
         from murphy.runtimes.fake import FakeRuntime
 
-        return FakeRuntime()
+        return FakeRuntime(exit_on_stop=True)
     from murphy.runtimes.catalog import ImageCatalog
     from murphy.runtimes.process import ProcessRuntime
 
