@@ -39,6 +39,8 @@ bench: setup
 	$(PY) benchmarks/detection_latency.py
 	$(PY) benchmarks/rule_throughput.py
 	$(PY) benchmarks/rule_quality/run.py
+	$(PY) benchmarks/api_load.py --paced 100
+	$(PY) benchmarks/launch_latency.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

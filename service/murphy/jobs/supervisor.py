@@ -189,7 +189,7 @@ class Supervisor:
         rule.result = result
         if status == "IssuesFound":
             step = result.get("step")
-            message = str(result.get("message") or "")
+            message = _bare(str(result.get("message") or ""), rule, result)
             details = f"RuleEvaluationConditionMet: Evaluation of the rule {rule.name} at step {step} resulted in the condition being met. {message}".strip()
             changed = rule.set_status(R.IssuesFound, details, now)
             changed |= self._on_finding(rec, rule, result, now)
@@ -210,7 +210,7 @@ class Supervisor:
         exit_info = rec.notes.get("training_exit")
         if exit_info is not None and exit_info.get("exit_code") != 0:
             return False  # training already failed on its own: the job ends Failed, the rule keeps its verdict
-        message = str(result.get("message") or f"{rule.name} found issues")
+        message = _bare(str(result.get("message") or ""), rule, result) or "found issues"
         reason = f"Training job stopped by rule {rule.name}: {message}"[:MAX_REASON]
         if has_actions:
             changed = False
@@ -312,6 +312,14 @@ class Supervisor:
             changed |= rec.transition(S.Failed, "Training job failed", now)
             rec.failure_reason = rec.failure_reason or "AlgorithmError: training failed"
         return changed
+
+
+def _bare(message: str, rule: RuleState, result: dict[str, object]) -> str:
+    """The rule's message without its own ``"<Rule>: "`` prefix (the status text names the rule)."""
+    for prefix in (rule.name, str(result.get("rule_to_invoke") or ""), str(result.get("rule_name") or "")):
+        if prefix and message.startswith(prefix + ": "):
+            return message[len(prefix) + 2 :]
+    return message
 
 
 def _advance(rec: JobRecord, target: SecondaryStatus, now: float) -> bool:
