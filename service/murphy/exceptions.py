@@ -329,3 +329,25 @@ class ServiceUnavailable(ServiceError):
     """A dependency (the job store) is down for now; botocore retries 503s."""
 
     http_status = 503
+
+
+# --- events (murphy.events and the store's outbox/subscription tables) -------------------------
+
+
+class SubscriptionNotFound(StoreError, KeyError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"event subscription not found: {key}")
+        self.key = key
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class SubscriptionExists(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"an event subscription named {name} already exists")
+        self.name = name
+
+
+class DeliveryError(MurphyError):
+    """One attempt to deliver an event to a target failed (the dispatcher retries it)."""

@@ -49,6 +49,18 @@ class Settings(BaseSettings):
     port: int = 8080
     max_body_bytes: int = 1_048_576
 
+    # --- events (murphy.events) ---
+    #: Connect and read timeout of one webhook/EventBridge delivery attempt (seconds).
+    event_delivery_timeout_s: float = 5.0
+    #: Retries: exponential backoff with full jitter, ``uniform(0, min(cap, base * 2**n))``.
+    event_retry_base_s: float = 0.2
+    event_retry_cap_s: float = 30.0
+    #: Attempts per event and subscription before it goes to the dead-letter list.
+    event_max_attempts: int = 8
+    #: How often dispatchers look at the outbox without a wake-up (events written by another
+    #: process on the same database; in-process writes wake them at once).
+    event_poll_interval_s: float = 0.5
+
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'murphy.db'}"

@@ -1,9 +1,12 @@
-"""Assembles the control plane (store + runtime + JobService + Supervisor) from Settings."""
+"""Assembles the control plane (store + runtime + JobService + Supervisor + EventBus) from
+Settings."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from murphy.events.bus import EventBus
+from murphy.jobs.events import events_for
 from murphy.jobs.service import JobService
 from murphy.jobs.supervisor import Supervisor
 from murphy.runtimes.base import Runtime
@@ -34,6 +37,7 @@ class ControlPlane:
     runtime: Runtime
     service: JobService
     supervisor: Supervisor
+    bus: EventBus
 
     @classmethod
     def from_settings(cls, settings: Settings, *, store: JobStore | None = None, runtime: Runtime | None = None) -> ControlPlane:
@@ -45,11 +49,17 @@ class ControlPlane:
         service = JobService(store, runtime, settings)
         supervisor = Supervisor(store, runtime, settings)
         service.on_change = supervisor.wake
-        return cls(settings, store, runtime, service, supervisor)
+        bus = EventBus(store, settings)
+        # Every status change (service or supervisor) appends its event in the same transaction
+        # and, once committed, wakes the dispatchers: no polling delay, no lost event on a crash.
+        store.set_event_builder(events_for, on_appended=lambda _seq: bus.wake())
+        return cls(settings, store, runtime, service, supervisor, bus)
 
     def start(self) -> None:
+        self.bus.start()
         self.supervisor.start()
 
     def close(self) -> None:
         self.supervisor.close()
+        self.bus.close()
         self.store.close()

@@ -12,10 +12,18 @@ neither overwrites the other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from murphy.jobs.model import JobRecord, TrainingJobStatus
+
+#: ``fn(old, new) -> envelopes``: the events a create (``old`` None) or update appends to the
+#: outbox in the same transaction (``murphy.jobs.events.events_for``). Each envelope's ``id`` is
+#: its idempotency key and must be unique.
+EventBuilder = Callable[[JobRecord | None, JobRecord], list[dict[str, Any]]]
+#: Called after a commit that appended events, with the highest seq written (wakes dispatchers).
+EventListener = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,31 @@ class JobQuery:
     sort_order: Literal["Ascending", "Descending"] = "Ascending"
     offset: int = 0
     limit: int | None = None
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """An event subscription: which events (an EventBridge pattern) go where (a target)."""
+
+    id: str
+    name: str
+    pattern: dict[str, Any]
+    #: ``{"type": "webhook", "url", "secret"}`` or ``{"type": "eventbridge", "endpoint_url",
+    #: "region", "event_bus_name"}``.
+    target: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An event a subscription gave up on after its last attempt (kept until redriven)."""
+
+    subscription_id: str
+    seq: int
+    event: dict[str, Any]
+    attempts: int
+    last_error: str
+    failed_at: float
 
 
 @runtime_checkable
@@ -63,3 +96,65 @@ class JobStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    # --- events: the outbox (rows written in the same transaction as the record change) -------
+
+    def set_event_builder(self, builder: EventBuilder | None,
+                          on_appended: EventListener | None = None) -> None:
+        """From now on every create/update appends ``builder(old, new)`` to the outbox in its
+        own transaction, then calls ``on_appended(last_seq)`` after the commit."""
+        ...
+
+    def events_after(self, seq: int, limit: int = 100) -> list[tuple[int, dict[str, Any]]]:
+        """Outbox rows with a seq greater than ``seq``, ascending, at most ``limit``."""
+        ...
+
+    def last_event_seq(self) -> int:
+        """The highest seq in the outbox (0 when empty)."""
+        ...
+
+    # --- events: subscriptions, their cursors and dead letters --------------------------------
+
+    def create_subscription(self, sub: Subscription, cursor: int | None = None) -> None:
+        """Insert ``sub`` with its cursor at ``cursor`` (None: the outbox's end, read in the
+        same transaction). Raises ``SubscriptionExists`` for a taken name (or id)."""
+        ...
+
+    def list_subscriptions(self) -> list[Subscription]:
+        """Every subscription, oldest first."""
+        ...
+
+    def get_subscription(self, id_or_name: str) -> Subscription:
+        """By id, else by name. Raises ``SubscriptionNotFound``."""
+        ...
+
+    def delete_subscription(self, subscription_id: str) -> None:
+        """Remove it with its cursor and dead letters. Raises ``SubscriptionNotFound``."""
+        ...
+
+    def get_cursor(self, subscription_id: str) -> int:
+        """The seq up to which the subscription is done. Raises ``SubscriptionNotFound``."""
+        ...
+
+    def set_cursor(self, subscription_id: str, seq: int) -> None:
+        """Move the cursor to ``seq`` (never backwards). Raises ``SubscriptionNotFound``."""
+        ...
+
+    def add_dead_letter(self, letter: DeadLetter) -> None:
+        """Record (or replace: idempotent on subscription and seq) a dead letter."""
+        ...
+
+    def list_dead_letters(self, subscription_id: str | None = None, *,
+                          redriving: bool = False) -> list[DeadLetter]:
+        """Dead letters (``redriving``: those queued for redelivery instead), by subscription
+        then seq."""
+        ...
+
+    def redrive_dead_letters(self, subscription_id: str, seqs: list[int] | None = None) -> int:
+        """Queue the subscription's dead letters (all, or those at ``seqs``) for redelivery;
+        returns how many were queued."""
+        ...
+
+    def remove_dead_letter(self, subscription_id: str, seq: int) -> None:
+        """Forget a dead letter (delivered on redrive). Missing is not an error."""
+        ...

@@ -13,7 +13,8 @@ from typing import Any
 
 from murphy.exceptions import ConcurrentUpdate, JobExists, JobNotFound
 from murphy.jobs.model import TERMINAL_JOB, JobRecord, TrainingJobStatus
-from murphy.store.base import JobQuery
+from murphy.store.base import EventBuilder, EventListener, JobQuery
+from murphy.store.memory_events import MemoryEvents
 
 
 def _dump(record: JobRecord, version: int) -> str:
@@ -51,20 +52,32 @@ def page(q: JobQuery, records: list[JobRecord]) -> list[JobRecord]:
     return hits[q.offset:end]
 
 
-class InMemoryJobStore:
+class InMemoryJobStore(MemoryEvents):
     """A thread-safe dict of JSON records with the same contract as the SQL store."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._rows: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._builder: EventBuilder | None = None
+        self._on_appended: EventListener | None = None
+
+    def set_event_builder(self, builder: EventBuilder | None,
+                          on_appended: EventListener | None = None) -> None:
+        self._builder, self._on_appended = builder, on_appended
 
     def create(self, record: JobRecord) -> JobRecord:
         row = _dump(record, 1)
+        created = JobRecord.from_dict(json.loads(row))
         with self._lock:
             if record.name in self._rows:
                 raise JobExists(record.name)
+            # Build first: a builder that raises leaves nothing written, as a rollback would.
+            events = self._builder(None, created) if self._builder else []
             self._rows[record.name] = row
-        return JobRecord.from_dict(json.loads(row))
+            last = self._append(events, record.name)
+        self._notify(last)
+        return created
 
     def get(self, name: str) -> JobRecord:
         with self._lock:
@@ -75,14 +88,23 @@ class InMemoryJobStore:
 
     def update(self, record: JobRecord) -> JobRecord:
         row = _dump(record, record.version + 1)
+        updated = JobRecord.from_dict(json.loads(row))
         with self._lock:
             current = self._rows.get(record.name)
             if current is None:
                 raise JobNotFound(record.name)
             if json.loads(current)["version"] != record.version:
                 raise ConcurrentUpdate(record.name, record.version)
+            old = JobRecord.from_dict(json.loads(current)) if self._builder else None
+            events = self._builder(old, updated) if self._builder else []
             self._rows[record.name] = row
-        return JobRecord.from_dict(json.loads(row))
+            last = self._append(events, record.name)
+        self._notify(last)
+        return updated
+
+    def _notify(self, last: int) -> None:
+        if last and self._on_appended is not None:
+            self._on_appended(last)
 
     def query(self, q: JobQuery) -> list[JobRecord]:
         return page(q, self._all())

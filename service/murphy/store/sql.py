@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,14 @@ from murphy.exceptions import (
     StoreUnavailable,
 )
 from murphy.jobs.model import TERMINAL_JOB, JobRecord, TrainingJobStatus
-from murphy.store.base import JobQuery
+from murphy.store.base import EventBuilder, EventListener, JobQuery
+from murphy.store.sql_events import (
+    EVENTS_SCHEMA_VERSION,
+    SqlEventsMixin,
+    append_events,
+    events_metadata,
+)
+from murphy.store.sql_events import DuplicateKey as _Duplicate
 
 #: Bump with a migration step in :meth:`SqlJobStore._create_schema`.
 SCHEMA_VERSION = 1
@@ -73,9 +81,6 @@ murphy_schema = sa.Table(
 
 _jobs = training_jobs.c
 
-
-class _Duplicate(StoreError):
-    """An integrity violation; only ``create`` can cause one (the primary key), and it says which."""
 
 
 # --- errors: the one place database exceptions are translated --------------------------------
@@ -177,10 +182,12 @@ def _decode(text: str, version: int) -> JobRecord:
     return JobRecord.from_dict({**json.loads(text), "version": version})
 
 
-class SqlJobStore:
+class SqlJobStore(SqlEventsMixin):
     """A :class:`murphy.store.base.JobStore` in any SQLAlchemy database (SQLite, PostgreSQL)."""
 
     def __init__(self, url: str) -> None:
+        self._builder: EventBuilder | None = None
+        self._on_appended: EventListener | None = None
         self._engine, in_memory = _make_engine(url)
         self._dialect = self._engine.dialect.name
         # A shared in-memory connection cannot hold two transactions: take turns.
@@ -202,12 +209,16 @@ class SqlJobStore:
 
     def create(self, record: JobRecord) -> JobRecord:
         values = _values(record, 1)
+        created = _decode(values["record"], 1)
+        last = 0
         try:
             with self._tx("create " + record.name, write=True) as conn:
                 conn.execute(training_jobs.insert().values(values))
+                last = self._append(conn, None, created)
         except _Duplicate as e:
             raise JobExists(record.name) from e
-        return _decode(values["record"], 1)
+        self._appended(last)
+        return created
 
     def get(self, name: str) -> JobRecord:
         with self._tx("get " + name) as conn:
@@ -220,7 +231,18 @@ class SqlJobStore:
 
     def update(self, record: JobRecord) -> JobRecord:
         with self._tx("update " + record.name, write=True) as conn:
-            return self._write(conn, record)
+            if self._builder is None:
+                return self._write(conn, record)
+            # The row as it is now, locked (PostgreSQL) until commit: exactly what we replace.
+            row = conn.execute(
+                sa.select(_jobs.record, _jobs.version).where(_jobs.name == record.name)
+                .with_for_update()
+            ).first()
+            old = None if row is None else _decode(row.record, row.version)
+            updated = self._write(conn, record)
+            last = self._append(conn, old, updated)
+        self._appended(last)
+        return updated
 
     def query(self, q: JobQuery) -> list[JobRecord]:
         stmt = sa.select(_jobs.record, _jobs.version)
@@ -272,7 +294,20 @@ class SqlJobStore:
     def close(self) -> None:
         self._engine.dispose()
 
+    def set_event_builder(self, builder: EventBuilder | None,
+                          on_appended: EventListener | None = None) -> None:
+        self._builder, self._on_appended = builder, on_appended
+
     # --- internals ------------------------------------------------------------------------------
+
+    def _append(self, conn: Connection, old: JobRecord | None, new: JobRecord) -> int:
+        if self._builder is None:
+            return 0
+        return append_events(conn, self._dialect, self._builder(old, new), new.name, time.time())
+
+    def _appended(self, last: int) -> None:
+        if last and self._on_appended is not None:
+            self._on_appended(last)
 
     @contextlib.contextmanager
     def _tx(self, what: str, *, write: bool = False) -> Iterator[Connection]:
@@ -318,13 +353,15 @@ class SqlJobStore:
                 # Two processes opening a fresh database at once would race on CREATE TABLE.
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_SCHEMA_LOCK)))
             metadata.create_all(conn)
-            found = conn.execute(
-                sa.select(murphy_schema.c.version).where(murphy_schema.c.component == "jobs")
-            ).scalar_one_or_none()
-            if found is None:
-                conn.execute(murphy_schema.insert().values(component="jobs", version=SCHEMA_VERSION))
-            elif found > SCHEMA_VERSION:
-                raise StoreSchemaError(
-                    f"the database has job-store schema version {found}; this murphy knows "
-                    f"up to {SCHEMA_VERSION}: upgrade murphy"
-                )
+            events_metadata.create_all(conn)
+            for component, known in (("jobs", SCHEMA_VERSION), ("events", EVENTS_SCHEMA_VERSION)):
+                found = conn.execute(
+                    sa.select(murphy_schema.c.version).where(murphy_schema.c.component == component)
+                ).scalar_one_or_none()
+                if found is None:
+                    conn.execute(murphy_schema.insert().values(component=component, version=known))
+                elif found > known:
+                    raise StoreSchemaError(
+                        f"the database has {component.rstrip('s')}-store schema version {found}; this murphy "
+                        f"knows up to {known}: upgrade murphy"
+                    )

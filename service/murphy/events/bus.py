@@ -1,0 +1,260 @@
+"""``EventBus``: subscriptions, delivery and the event stream over the job store's outbox.
+
+Events are written by the store, in the same transaction as the status change that caused them
+(``JobStore.set_event_builder``); the bus only reads the outbox. ``wake()`` (called by the store
+after a commit that appended events) makes every worker and every ``wait_for_events`` look at
+once; without it they still look every ``event_poll_interval_s`` (events written by another
+process on the same database).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from murphy.events.dispatcher import CallbackWorker, SubscriptionWorker, Target, make_target
+from murphy.events.patterns import matches, validate_pattern
+from murphy.exceptions import SubscriptionExists, SubscriptionNotFound, ValidationException
+from murphy.settings import Settings
+from murphy.store.base import DeadLetter, JobStore, Subscription
+
+__all__ = ["DeadLetter", "EventBus", "Subscription"]
+
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_WEBHOOK_KEYS = {"type", "url", "secret"}
+_EVENTBRIDGE_KEYS = {"type", "endpoint_url", "region", "event_bus_name"}
+#: How long close() waits for workers in total (one may be inside a delivery attempt).
+_CLOSE_WAIT_S = 2.0
+
+
+class EventBus:
+    def __init__(self, store: JobStore, settings: Settings, clock: Callable[[], float] = time.time,
+                 *, target_factory: Callable[[dict[str, Any], Settings], Target] = make_target) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self._factory = target_factory
+        self._lock = threading.Lock()
+        self._workers: dict[str, SubscriptionWorker] = {}
+        self._callbacks = CallbackWorker(store, settings)
+        self._started = False
+        self._closed = False
+        self._cond = threading.Condition()
+        self._generation = 0
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start a worker per stored subscription and the in-process callback worker."""
+        with self._lock:
+            if self._started or self._closed:
+                return
+            self._started = True
+            for sub in self.store.list_subscriptions():
+                self._start_worker(sub)
+            self._callbacks.start()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers = list(self._workers.values())
+            self._workers.clear()
+            started = self._started
+        for w in workers:
+            w.stop()
+        self._callbacks.stop()
+        deadline = time.monotonic() + _CLOSE_WAIT_S
+        if started:
+            for thread in [*workers, self._callbacks]:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        self.wake()
+
+    def wake(self) -> None:
+        """New outbox rows: deliver now. Cheap; safe from any thread, also after close()."""
+        with self._cond:
+            self._generation += 1
+            self._cond.notify_all()
+        with self._lock:
+            workers = list(self._workers.values())
+        for w in workers:
+            w.wake()
+        self._callbacks.wake()
+
+    def _start_worker(self, sub: Subscription) -> None:
+        if sub.id in self._workers:  # start() and create_subscription() may both see it
+            return
+        worker = SubscriptionWorker(self.store, sub, self.settings, self.clock, self._factory)
+        self._workers[sub.id] = worker
+        worker.start()
+
+    # --- subscriptions --------------------------------------------------------------------------
+
+    def create_subscription(self, name: str, pattern: dict[str, Any], target: dict[str, Any], *,
+                            start_seq: int | None = None) -> Subscription:
+        """A new subscription, delivering from the outbox's current end (``start_seq``: after
+        that seq instead; 0 replays everything). Raises :class:`ValidationException`."""
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValidationException(
+                "Subscription name must be 1 to 64 characters of letters, digits, '.', '_' or '-'")
+        checked = validate_pattern(pattern)
+        clean = self._check_target(target)
+        if start_seq is not None and (isinstance(start_seq, bool) or not isinstance(start_seq, int)
+                                      or start_seq < 0):
+            raise ValidationException("start_seq must be a non-negative integer")
+        sub = Subscription(f"sub-{uuid.uuid4().hex[:20]}", name, checked, clean, self.clock())
+        try:
+            self.store.create_subscription(sub, start_seq)
+        except SubscriptionExists:
+            raise ValidationException(f"A subscription named {name} already exists") from None
+        with self._lock:
+            if self._started and not self._closed:
+                self._start_worker(sub)
+        return sub
+
+    def list_subscriptions(self) -> list[Subscription]:
+        return self.store.list_subscriptions()
+
+    def get_subscription(self, id_or_name: str) -> Subscription:
+        try:
+            return self.store.get_subscription(id_or_name)
+        except SubscriptionNotFound:
+            raise ValidationException(f"Subscription {id_or_name} does not exist") from None
+
+    def delete_subscription(self, id_or_name: str) -> None:
+        sub = self.get_subscription(id_or_name)
+        with self._lock:
+            worker = self._workers.pop(sub.id, None)
+        if worker is not None:
+            worker.stop()  # it may be inside an attempt; it exits when that returns
+        try:
+            self.store.delete_subscription(sub.id)
+        except SubscriptionNotFound:
+            raise ValidationException(f"Subscription {id_or_name} does not exist") from None
+
+    # --- dead letters ---------------------------------------------------------------------------
+
+    def dead_letters(self, subscription: str | None = None) -> list[DeadLetter]:
+        sub_id = None if subscription is None else self.get_subscription(subscription).id
+        return self.store.list_dead_letters(sub_id)
+
+    def redrive(self, subscription: str, seqs: list[int] | None = None) -> int:
+        """Queue the subscription's dead letters (all, or those at ``seqs``) for redelivery with
+        their original event ids; returns how many were queued."""
+        sub = self.get_subscription(subscription)
+        count = self.store.redrive_dead_letters(sub.id, seqs)
+        with self._lock:
+            worker = self._workers.get(sub.id)
+        if worker is not None:
+            worker.redrive()
+        return count
+
+    # --- reading the outbox ---------------------------------------------------------------------
+
+    def events_after(self, seq: int, pattern: dict[str, Any] | None = None,
+                     limit: int = 100) -> list[tuple[int, dict[str, Any]]]:
+        """Up to ``limit`` outbox events after ``seq`` that match ``pattern`` (None: all)."""
+        if pattern is None:
+            return self.store.events_after(seq, limit)
+        checked = validate_pattern(pattern)
+        out: list[tuple[int, dict[str, Any]]] = []
+        cursor = seq
+        while len(out) < limit:
+            batch = self.store.events_after(cursor, max(limit, 100))
+            for s, event in batch:
+                cursor = s
+                if matches(checked, event):
+                    out.append((s, event))
+                    if len(out) == limit:
+                        break
+            if len(batch) < max(limit, 100):
+                break
+        return out
+
+    def last_event_seq(self) -> int:
+        """The outbox's highest seq (0 when empty)."""
+        return self.store.last_event_seq()
+
+    def wait_for_events(self, after_seq: int, timeout: float) -> bool:
+        """Block (call from a worker thread) until an event with seq > ``after_seq`` exists or
+        ``timeout`` seconds passed; returns whether one exists."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._cond:
+                generation = self._generation
+            if self.store.last_event_seq() > after_seq:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._cond:
+                if self._generation == generation:
+                    self._cond.wait(min(remaining, self.settings.event_poll_interval_s))
+
+    # --- in-process callbacks -------------------------------------------------------------------
+
+    def on(self, pattern: dict[str, Any] | None,
+           callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event from now on that matches ``pattern`` (None:
+        all), in order, at least once, on the bus's callback thread. Returns an unsubscribe
+        function."""
+        checked = None if pattern is None else validate_pattern(pattern)
+        return self._callbacks.add(checked, callback)
+
+    # --- validation -----------------------------------------------------------------------------
+
+    def _check_target(self, target: Any) -> dict[str, Any]:
+        if not isinstance(target, dict):
+            raise ValidationException("target must be an object with a type: webhook or eventbridge")
+        kind = target.get("type")
+        if kind == "webhook":
+            _only(target, _WEBHOOK_KEYS)
+            url = _http_url(target.get("url"), "target.url")
+            secret = target.get("secret")
+            if secret is None:
+                secret = secrets.token_urlsafe(32)
+            elif not isinstance(secret, str) or not 1 <= len(secret) <= 256:
+                raise ValidationException("target.secret must be a string of 1 to 256 characters")
+            return {"type": "webhook", "url": url, "secret": secret}
+        if kind == "eventbridge":
+            _only(target, _EVENTBRIDGE_KEYS)
+            endpoint = target.get("endpoint_url")
+            region = target.get("region") or self.settings.default_region
+            bus = target.get("event_bus_name") or "default"
+            if not isinstance(region, str) or not re.fullmatch(r"[a-z0-9-]{1,32}", region):
+                raise ValidationException(f"target.region is not a region name: {region!r}")
+            if not isinstance(bus, str) or not re.fullmatch(r"[A-Za-z0-9/._:-]{1,1600}", bus):
+                raise ValidationException(f"target.event_bus_name is not a bus name or ARN: {bus!r}")
+            return {"type": "eventbridge",
+                    "endpoint_url": None if endpoint is None else _http_url(endpoint, "target.endpoint_url"),
+                    "region": region, "event_bus_name": bus}
+        raise ValidationException(
+            f"Unknown target type {kind!r}: use \"webhook\" (with url) or \"eventbridge\"")
+
+
+def _only(target: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(target) - allowed)
+    if unknown:
+        raise ValidationException(
+            f"Unknown target field(s) {', '.join(unknown)}; a {target['type']} target takes "
+            f"{', '.join(sorted(allowed))}")
+
+
+def _http_url(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationException(f"{field} is required: an http:// or https:// URL")
+    try:
+        parts = urllib.parse.urlsplit(value)
+        port = parts.port
+    except ValueError as e:
+        raise ValidationException(f"{field} is not a valid URL: {value} ({e})") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValidationException(f"{field} must be an http:// or https:// URL, not {value!r}")
+    if not parts.hostname or any(c.isspace() for c in value) or (port is not None and port == 0):
+        raise ValidationException(f"{field} is not a valid URL (no host or a bad port): {value!r}")
+    return value
