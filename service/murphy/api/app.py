@@ -1,12 +1,13 @@
 """``create_app``: the FastAPI application (wire protocol, REST mirror, health, metrics).
 
 No module-level app and no import-time side effects: the CLI builds the control plane, then
-``create_app(plane.service, settings)`` and hands the result to uvicorn.
+``create_app(plane.service, settings, plane.bus)`` and hands the result to uvicorn.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -16,12 +17,16 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from murphy.api.errors import error_response
+from murphy.api.events_routes import EventRoutes
 from murphy.api.metrics import ApiMetrics
 from murphy.api.rest import RestRoutes
 from murphy.api.wire import WireHandler
 from murphy.exceptions import ServiceError, ValidationException
 from murphy.jobs.service import JobService
 from murphy.settings import Settings
+
+if TYPE_CHECKING:
+    from murphy.events.bus import EventBus
 
 _REQUEST_ID = b"x-amzn-RequestId"
 
@@ -80,7 +85,8 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     return error_response(ValidationException(f"Invalid request: {problems}"), media_type="application/json")
 
 
-def create_app(service: JobService, settings: Settings) -> FastAPI:
+def create_app(service: JobService, settings: Settings, bus: EventBus | None = None) -> FastAPI:
+    """``bus``: the plane's EventBus; without one the events routes answer 503."""
     metrics = ApiMetrics(service)
     app = FastAPI(
         title="murphy",
@@ -90,6 +96,8 @@ def create_app(service: JobService, settings: Settings) -> FastAPI:
     )
     app.add_route("/", WireHandler(service, settings, metrics).handle, methods=["POST"], include_in_schema=False)
     RestRoutes(service, settings, metrics).register(app)
+    app.state.events = EventRoutes(bus, settings, metrics)
+    app.state.events.register(app)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_middleware(RequestIdMiddleware)

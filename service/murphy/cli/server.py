@@ -28,6 +28,24 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     return Settings(**overrides)
 
 
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """Event streams never end by themselves: uvicorn would wait for them until its graceful
+        shutdown timeout. Ask them to end as soon as the server is told to exit."""
+
+        def __init__(self, config: uvicorn.Config, on_exit: Any) -> None:
+            super().__init__(config)
+            self._on_exit = on_exit
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            self._on_exit()
+            super().handle_exit(sig, frame)
+
+    return Server
+
+
 def cmd_server(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -39,10 +57,12 @@ def cmd_server(args: argparse.Namespace) -> int:
     plane = ControlPlane.from_settings(settings)
     plane.start()
     try:
-        app = create_app(plane.service, settings)
+        app = create_app(plane.service, settings, getattr(plane, "bus", None))
         print(f"murphy server on http://{settings.host}:{settings.port} (data: {settings.data_dir}, "
               f"store: {settings.resolved_database_url.split('@')[-1]}, runtime: {settings.runtime})", flush=True)
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+        config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=args.log_level,
+                                access_log=False, timeout_graceful_shutdown=5)
+        _server_class()(config, on_exit=app.state.events.close_streams).run()
     finally:
         plane.close()
     return 0

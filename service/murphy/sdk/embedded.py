@@ -80,7 +80,7 @@ class EmbeddedService:
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         self._plane.start()
-        app = create_app(self._plane.service, settings)
+        app = create_app(self._plane.service, settings, self._plane.bus)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False,
                                 lifespan="off")
         self._server = uvicorn.Server(config)
