@@ -1,4 +1,5 @@
-"""Session-wide fixtures: the real S3 servers (moto's server and SeaweedFS).
+"""Session-wide fixtures: the real S3 servers (moto's server and SeaweedFS), and ``make_server``,
+which starts real ``murphy server`` processes (tests/murphy_server.py).
 
 Servers start lazily, the first time a test asks for them, and stop at the end of the session.
 """
@@ -13,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import murphy_server
 import servers
 
 
@@ -40,6 +42,13 @@ def s3_server(request: pytest.FixtureRequest) -> servers.S3Server:
     fixture = "moto_server" if request.param == "moto" else "seaweedfs_server"
     srv: servers.S3Server = request.getfixturevalue(fixture)
     return srv
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator[murphy_server.MakeServer]:
+    """``make(*server_args, env=..., data_dir=...)`` starts a ``murphy server`` on a free port of
+    127.0.0.1 and waits until it is healthy; every one is stopped at teardown, with its jobs."""
+    yield from murphy_server.server_factory(tmp_path)
 
 
 @pytest.fixture

@@ -163,7 +163,7 @@ def test_kill_9_the_server_mid_job_loses_nothing(make_server: Any, monkeypatch: 
 
 @pytest.mark.slow
 def test_work_that_died_while_the_server_was_down_is_marked_failed(make_server: Any) -> None:
-    from conftest import kill_job_processes
+    from murphy_server import kill_job_processes
 
     server = make_server()
     buckets = server.data_dir / "buckets"

@@ -48,6 +48,10 @@ def describe(record: JobRecord) -> dict[str, Any]:
         if key in spec:
             body[key] = spec[key]
     body.setdefault("StoppingCondition", {})
+    if "OutputDataConfig" in body and "KmsKeyId" not in body["OutputDataConfig"]:
+        # AWS answers with an empty KmsKeyId when the request had none; the SageMaker SDK's
+        # Estimator.attach() indexes it (KeyError without it).
+        body["OutputDataConfig"] = {"KmsKeyId": "", **body["OutputDataConfig"]}
     body["CreationTime"] = record.creation_time
     body["LastModifiedTime"] = record.last_modified_time
     if record.training_start_time is not None:

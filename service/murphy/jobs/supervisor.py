@@ -33,6 +33,7 @@ from murphy.jobs.plans import open_uri, rule_plan, tensor_uri, training_plan
 from murphy.jobs.service import request_stop
 from murphy.runtimes.base import ContainerState, Runtime
 from murphy.settings import Settings
+from murphy.storage import ObjectStore
 from murphy.store.base import JobStore
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ class Supervisor:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: One store per result location: opening an S3 store resolves credentials and builds a
+        #: connection pool, too costly to repeat every pass.
+        self._stores: dict[str, ObjectStore] = {}
 
     # --- loop ----------------------------------------------------------------------------
 
@@ -148,11 +152,19 @@ class Supervisor:
 
     # --- rules ---------------------------------------------------------------------------
 
+    def _store(self, uri: str) -> ObjectStore:
+        store = self._stores.get(uri)
+        if store is None:
+            if len(self._stores) > 1024:  # finished jobs' locations are never read again
+                self._stores.clear()
+            store = self._stores[uri] = open_uri(self.settings, uri)
+        return store
+
     def _read_result(self, rule: RuleState) -> dict[str, object] | None:
         if not rule.result_uri:
             return None
         try:
-            raw = open_uri(self.settings, rule.result_uri).get("result.json")
+            raw = self._store(rule.result_uri).get("result.json")
             result = json.loads(raw)
         except ObjectNotFound:
             return None

@@ -1,0 +1,125 @@
+"""A real ``murphy server`` process for black-box tests (stock boto3 / sagemaker clients talk to
+it). Shared by tests/e2e and tests/compat: the ``make_server`` fixture lives in tests/conftest.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class MurphyServer:
+    data_dir: Path
+    port: int
+    args: list[str]
+    env: dict[str, str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "murphy.cli", "server", "--port", str(self.port), "--data-dir", str(self.data_dir), *self.args],
+            stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"murphy server exited with {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"murphy server did not become healthy:\n{self.log_path.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """kill -9 the server only (its jobs' processes live in their own sessions)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def client(self, service: str = "sagemaker", region: str = "us-west-2") -> Any:
+        import boto3
+
+        return boto3.client(service, endpoint_url=self.endpoint, region_name=region,
+                            aws_access_key_id="test", aws_secret_access_key="test")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def kill_job_processes(data_dir: Path) -> None:
+    """Leave nothing running: SIGKILL every process in the sessions of the containers the server
+    started (each container is a session leader; its program may have its own process group)."""
+    leaders = set()
+    for handle_file in (data_dir / "containers").glob("*/handle.json"):
+        with contextlib.suppress(ValueError, KeyError, OSError):
+            leaders.add(int(json.loads(handle_file.read_text())["data"]["pid"]))
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) in leaders:  # field 6 of /proc/PID/stat: the session id
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
+
+
+MakeServer = Callable[..., MurphyServer]
+
+
+def server_factory(tmp_path: Path) -> Iterator[MakeServer]:
+    """The body of the ``make_server`` fixture: start servers on demand, stop them (and every
+    process their jobs left) at teardown."""
+    started: list[MurphyServer] = []
+
+    def make(*args: str, env: dict[str, str] | None = None, data_dir: Path | None = None) -> MurphyServer:
+        server = MurphyServer(
+            data_dir=data_dir or tmp_path / "murphy",
+            port=free_port(),
+            args=list(args),
+            env={**os.environ, **(env or {})},
+            log_path=tmp_path / f"server-{len(started)}.log",
+        )
+        started.append(server)
+        server.start()
+        return server
+
+    try:
+        yield make
+    finally:
+        for server in started:
+            server.stop()
+            kill_job_processes(server.data_dir)
