@@ -157,6 +157,9 @@ def start_seaweedfs(timeout: float = 60.0) -> S3Server:
             f"-filer.port={ports['filer']}",
             f"-admin.port={ports['admin']}",
             f"-s3.port.iceberg={ports['iceberg']}",
+            # Lance's default port is fixed (9101): two servers starting at once can both pick it
+            # and the loser exits (seen with parallel test runs). Nothing here uses Lance.
+            "-s3.port.lance=0",
             "-admin.ui=false",
             "-webdav=false",
         ],
