@@ -3,7 +3,8 @@
 Each implementation runs in its own interpreter (smdebug in its isolated venv) and is compared with
 a no-hook run in *that* interpreter, interleaved and repeated (benchmarks/_hook_bench_worker.py).
 Overhead = median over repeats of (hook run / the no-hook run next to it) - 1: pairing adjacent
-runs cancels the shared machine's slow drifts (the ms columns show minima over repeats). "in-hook" is a second, low-noise
+runs cancels the shared machine's slow drifts (the ms columns show minima over repeats); the verdict
+lines give a 90 % bootstrap interval of that median, i.e. how far the machine's noise moves it. "in-hook" is a second, low-noise
 estimate: the mean time per step spent inside the hook's torch callbacks (plus hook.close()
 amortised over the steps), measured in a separate run, relative to the no-hook step time. "p99
 block" is the 99th percentile over steps of that in-callback time (the 5 ms budget).
@@ -43,6 +44,15 @@ def _overhead(row: dict[str, Any]) -> tuple[float, float, float, float]:
     return base, hooked, overhead, 100 * row["callback_mean_ms"] / base
 
 
+def _interval(row: dict[str, Any]) -> str:
+    """90 % bootstrap interval of the median paired overhead (resampling the repeats)."""
+    ratios = np.array(row["hook_ms"]) / np.array(row["no_hook_ms"])
+    rng = np.random.default_rng(0)
+    medians = np.median(rng.choice(ratios, size=(2000, len(ratios))), axis=1)
+    lo, hi = 100 * (np.percentile(medians, [5, 95]) - 1.0)
+    return f"90% CI {lo:+.1f}..{hi:+.1f}%"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=300)
@@ -68,11 +78,13 @@ def main() -> None:
         target = TARGETS.get(name)
         p99 = mrow["callback_p99_ms"]
         if target is None:
-            verdicts.append(f"{name}: murphy {mo:+.1f}% (in-hook {mi:.1f}%) vs smdebug {so:+.1f}% (in-hook {si:.1f}%) → {'OK' if mo < so else 'MISSED'} "
+            verdicts.append(f"{name}: murphy {mo:+.1f}% ({_interval(mrow)}; in-hook {mi:.1f}%) vs smdebug {so:+.1f}% "
+                            f"({_interval(srow)}; in-hook {si:.1f}%) → {'OK' if mo < so else 'MISSED'} "
                             f"(lower than smdebug); p99 blocking {p99:.2f} ms (no budget for this row)")
             continue
         ok = mo <= target and mo < so
-        verdicts.append(f"{name}: murphy {mo:+.1f}% (in-hook {mi:.1f}%; target ≤ {target:.0f}%, smdebug {so:+.1f}%) → "
+        verdicts.append(f"{name}: murphy {mo:+.1f}% ({_interval(mrow)}; in-hook {mi:.1f}%; target ≤ {target:.0f}%, "
+                        f"smdebug {so:+.1f}%) → "
                         f"{'OK' if ok else 'MISSED'}; p99 blocking {p99:.2f} ms (budget 5 ms) → "
                         f"{'OK' if p99 <= 5 else 'MISSED'}")
     print(f"hook overhead — {machine()}, torch {murphy['torch']} (1 thread), {args.steps} steps x {args.repeats} repeats, "

@@ -2,8 +2,9 @@
 hand-off to the background writer, the error guard and ``close()``.
 
 A framework adapter calls :meth:`BaseHook._begin_step` at the start of every top-level forward
-and :meth:`BaseHook._save` for every candidate tensor; it never imports anything from here that
-touches files. Nothing is read from the environment until a hook is constructed.
+(or inlines its quiet-step fast path, see :attr:`BaseHook._quiet`) and :meth:`BaseHook._save` for
+every candidate tensor; it never imports anything from here that touches files. Nothing is read
+from the environment until a hook is constructed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -92,6 +94,7 @@ class BaseHook:
             reduction_config or ReductionConfig(save_raw_tensor=True),
             collection_regexes,
         )
+        self.collections.on_invalidate = self._wake
         self.collections.include(include_collections or ())
         if include_regex:
             self.collections.get(CollectionKeys.DEFAULT).include(list(include_regex))
@@ -102,13 +105,19 @@ class BaseHook:
         self._writer = BackgroundWriter(self.store, self.worker, self.backend, self.guard, max_pending_steps)
         self.step = INIT_STEP
         self.mode = ModeKeys.GLOBAL
-        self.mode_steps: dict[ModeKeys, int] = dict.fromkeys(ModeKeys, INIT_STEP)
+        self._mode_steps: dict[ModeKeys, int] = dict.fromkeys(ModeKeys, INIT_STEP)
         self._step_mode = ModeKeys.GLOBAL
+        # The current step's mode step; folded into _mode_steps when the mode can change.
+        self._mode_step = INIT_STEP
+        # How many of the next steps need nothing but the two counters incremented: nothing is
+        # due, the mode and the collections are unchanged and nothing is pending. Set by the
+        # full step start, zeroed by everything that could change that (_wake).
+        self._quiet = 0
         self._due: frozenset[str] = frozenset()
         # True while the current step may save anything: adapters test it before any other work.
         self._saving = False
         # Per mode: (collections generation, first mode step at which anything may be due).
-        self._next_due: dict[ModeKeys, tuple[int, float]] = {}
+        self._next_due: dict[ModeKeys, tuple[int, int]] = {}
         self._records: list[Record] = []
         self._pending_scalars: list[tuple[str, Any]] = []
         self._saved_any = False
@@ -121,7 +130,14 @@ class BaseHook:
     @property
     def mode_step(self) -> int:
         """The step counter of the current step's mode."""
-        return self.mode_steps[self._step_mode]
+        return self._mode_step
+
+    @property
+    def mode_steps(self) -> dict[ModeKeys, int]:
+        """A snapshot of every mode's step counter."""
+        steps = dict(self._mode_steps)
+        steps[self._step_mode] = self._mode_step
+        return steps
 
     @property
     def enabled(self) -> bool:
@@ -132,6 +148,8 @@ class BaseHook:
         """Switch mode; takes effect at the next step."""
         if not isinstance(mode, ModeKeys):
             raise HookError(f"mode must be a ModeKeys member, got {mode!r}")
+        if mode is not self._step_mode:
+            self._quiet = 0
         self.mode = mode
 
     def get_collection(self, name: str) -> Collection:
@@ -151,6 +169,8 @@ class BaseHook:
     def save_scalar(self, name: str, value: Any) -> None:
         """Save ``scalar/<name>`` with the current step (written if the step is saved)."""
         self._pending_scalars.append((SCALAR_PREFIX + name, value))
+        # The next step start must hand it over (or drop it): no quiet step in between.
+        self._quiet = 0
 
     @guarded
     def save_tensor(
@@ -181,6 +201,7 @@ class BaseHook:
                 store = self.store
                 self._writer.submit_call(lambda: write_end_of_training(store), "end of training")
         self._closed = True
+        self._quiet = 0
         self.guard.run("close", self._set_due, frozenset())
         self._writer.close()
 
@@ -189,25 +210,47 @@ class BaseHook:
     def _begin_step(self) -> None:
         """Start the next step (the adapter calls this at every top-level forward).
 
-        O(1) on steps where nothing is due: the next due step of each mode is precomputed and
-        only recomputed when it is reached or when the collections changed.
+        A quiet step (see ``_quiet``) only increments the counters; adapters inline this test.
+        """
+        quiet = self._quiet
+        if quiet:
+            self._quiet = quiet - 1
+            self.step += 1
+            self._mode_step += 1
+            return
+        self._begin_full_step()
+
+    def _begin_full_step(self) -> None:
+        """Start the next step with every check; compute how many quiet steps follow it.
+
+        The next due step of each mode is precomputed and only recomputed when it is reached or
+        when the collections changed.
         """
         if self._records or self._pending_scalars:
             self._end_step()
         if self._saved_any and not self._collections_written:
             self._export_collections()
         self.step += 1
+        steps = self._mode_steps
+        steps[self._step_mode] = self._mode_step
         mode = self._step_mode = self.mode
-        mode_step = self.mode_steps[mode] = self.mode_steps[mode] + 1
+        mode_step = self._mode_step = steps[mode] = steps[mode] + 1
         generation = self.collections.generation
         cached = self._next_due.get(mode)
-        if cached is not None and cached[0] == generation and mode_step < cached[1]:
-            due: frozenset[str] = frozenset()
-        else:
+        if cached is None or cached[0] != generation or mode_step >= cached[1]:
             due = self.collections.due(mode, mode_step)
             nxt = self.collections.next_due(mode, mode_step + 1)
-            self._next_due[mode] = (generation, float("inf") if nxt is None else nxt)
+            cached = self._next_due[mode] = (generation, sys.maxsize if nxt is None else nxt)
+        else:
+            due = frozenset()
         self._set_due(due)
+        if not due and not self.guard.disabled and not self._closed:
+            # Steps mode_step+1 .. next due-1 of this mode save nothing (until _wake).
+            self._quiet = max(0, cached[1] - mode_step - 1)
+
+    def _wake(self) -> None:
+        """Something changed that quiet steps would miss: the next step does the full start."""
+        self._quiet = 0
 
     def _set_due(self, due: frozenset[str]) -> None:
         self._due = due

@@ -8,7 +8,7 @@ every cached decision is tied to :attr:`HookCollections.generation`, bumped by :
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from murphy.core.collection import (
@@ -77,6 +77,8 @@ class HookCollections:
         self._save_configs: dict[str, SaveConfig] = {}
         # Bumped whenever a cached decision may be stale; the hook compares it to skip steps.
         self.generation = 0
+        # Called on every invalidation: the hook stops skipping steps without looking.
+        self.on_invalidate: Callable[[], None] | None = None
 
     def get(self, name: str) -> Collection:
         """The collection ``name``, created (with a known regex if it has one) when missing."""
@@ -101,6 +103,8 @@ class HookCollections:
         self._plan_cache.clear()
         self._save_configs.clear()
         self.generation += 1
+        if self.on_invalidate is not None:
+            self.on_invalidate()
 
     def effective_save_config(self, name: str) -> SaveConfig:
         """The collection's own save config over the hook's (unset modes inherit)."""

@@ -148,6 +148,20 @@ def _reduce(t: torch.Tensor, op: str) -> torch.Tensor:
     return fn(t)
 
 
+def _forget_empty_grad_hooks(param: torch.Tensor) -> None:
+    """Give ``param`` back its hook-free backward once its last tensor hook was removed.
+
+    ``Tensor.register_hook`` attaches a C++ wrapper around the ``_backward_hooks`` dict, and
+    removing a handle only empties the dict: the wrapper stays and re-enters Python (GIL, tensor
+    wrap, dict walk) in every later backward, 1-3 µs per parameter per step. Setting the
+    attribute to None drops the wrapper (torch keeps exactly one, for that dict); a dict that
+    still holds someone else's hook is left alone.
+    """
+    hooks = param._backward_hooks
+    if hooks is not None and not hooks:
+        param._backward_hooks = None
+
+
 def _dist_rank_world() -> tuple[int, int]:
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
@@ -265,6 +279,13 @@ class Hook(BaseHook):
     # ---- callbacks -------------------------------------------------------------------------
 
     def _forward_pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
+        # BaseHook._begin_step's quiet path, inlined: this runs at every step, with cold caches.
+        quiet = self._quiet
+        if quiet:
+            self._quiet = quiet - 1
+            self.step += 1
+            self._mode_step += 1
+            return
         if self.guard.disabled or self._closed:
             self._drop_callbacks()
             return
@@ -272,7 +293,7 @@ class Hook(BaseHook):
 
     @guarded
     def _start_step(self) -> None:
-        self._begin_step()
+        self._begin_full_step()
         if not self._saving:
             return
         for name, param in self._params:
@@ -304,9 +325,14 @@ class Hook(BaseHook):
     def _drop_callbacks(self) -> None:
         # Also runs unguarded (after the hook was disabled): must never raise into training.
         handles, self._handles = self._handles, []
+        if not handles:
+            return
         for handle in handles:
             with contextlib.suppress(Exception):
                 handle.remove()
+        for _, param in self._grad_params:
+            with contextlib.suppress(Exception):
+                _forget_empty_grad_hooks(param)
 
     @guarded
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:

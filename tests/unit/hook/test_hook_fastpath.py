@@ -16,10 +16,11 @@ from murphy.hook.collections import next_save_step
 from murphy.hook.torch import Hook
 from murphy.storage import open_store
 from murphy.storage.memory import InMemoryObjectStore
+from murphy.tensorio.index import StepIndex
 from murphy.tensorio.reader import read_index, read_tensor_record
 
 
-def read_step(out: Path, step: int) -> tuple[object, dict[str, np.ndarray]]:
+def read_step(out: Path, step: int) -> tuple[StepIndex, dict[str, np.ndarray]]:
     store = open_store(str(out))
     idx = read_index(store, f"index/{step // 1000:09d}/{step:012d}_worker_0.json")
     values = {e.tensorname: read_tensor_record(store, idx.event_file_name, e.start_idx, e.length).value
@@ -99,14 +100,18 @@ def test_callbacks_exist_only_on_saving_steps(tmp_path: Path) -> None:
     hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_steps=[0, 3]),
                 include_collections=["weights", "gradients"])
     model, loss_fn, opt, x = _setup(hook)
-    counts = []
+    counts, residue = [], []
     for _ in range(5):
         _step(model, loss_fn, opt, x)
         counts.append((len(model.fc1._forward_hooks), len(loss_fn._forward_hooks),
                        len(model.fc1.weight._backward_hooks or {})))
+        residue.append([p._backward_hooks is None for p in model.parameters()])
     hook.close()
     assert counts[0] == counts[3] and counts[0][:2] == (1, 1) and counts[0][2] >= 1
     assert counts[1] == counts[2] == counts[4] == (0, 0, 0)
+    # Not even an empty hook dict is left: torch would call back into Python for it in every
+    # backward.
+    assert all(all(r) for r in (residue[1], residue[2], residue[4]))
     assert all(len(m._forward_pre_hooks) == (1 if m is model else 0) for m in model.modules())
     assert set(read_step(tmp_path / "run", 3)[1]) >= {"Net_fc1.weight", "gradient/Net_fc1.weight"}
 
@@ -158,3 +163,90 @@ def test_disabled_hook_removes_its_callbacks(tmp_path: Path) -> None:
     _step(model, loss_fn, opt, x)
     assert not model.fc1._forward_hooks and not loss_fn._forward_hooks
     hook.close()
+
+
+def test_a_users_own_gradient_hook_survives_the_cleanup(tmp_path: Path) -> None:
+    hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_steps=[0, 2]),
+                include_collections=["gradients"])
+    model, loss_fn, opt, x = _setup(hook)
+    seen: list[torch.Tensor] = []
+    model.fc1.weight.register_hook(lambda g: seen.append(g.clone()))  # type: ignore[no-untyped-call]
+    for _ in range(4):
+        _step(model, loss_fn, opt, x)
+    hook.close()
+    assert len(seen) == 4
+    assert model.fc1.weight._backward_hooks is not None and len(model.fc1.weight._backward_hooks) == 1
+    np.testing.assert_array_equal(read_step(tmp_path / "run", 2)[1]["gradient/Net_fc1.weight"], seen[2].numpy())
+
+
+class FullRulesHook(Hook):
+    """The same hook with the quiet-step shortcut switched off: every step takes the full path."""
+
+    @property
+    def _quiet(self) -> int:
+        return 0
+
+    @_quiet.setter
+    def _quiet(self, value: int) -> None:
+        pass
+
+
+def _saved_steps(out: Path) -> dict[int, tuple[ModeKeys, int, dict[str, np.ndarray]]]:
+    result = {}
+    for key in sorted(open_store(str(out)).list("index/")):
+        step = int(key.rsplit("/", 1)[1].split("_")[0])
+        idx, values = read_step(out, step)
+        result[step] = (idx.mode, idx.mode_step, values)
+    return result
+
+
+def test_quiet_steps_count_and_save_exactly_like_the_full_rules(tmp_path: Path) -> None:
+    """Steps skipped without any check still count every root forward (several per iteration,
+    EVAL without backward), per mode; mode switches, scalars and collection changes between
+    steps are seen at the very next step."""
+    cfg = SaveConfig(mode_save_configs={
+        ModeKeys.TRAIN: SaveConfigMode(save_interval=7, start_step=3, end_step=40, save_steps=[1]),
+        ModeKeys.EVAL: SaveConfigMode(save_interval=5, save_steps=[2]),
+    })
+    runs: dict[str, tuple[list[tuple[int, int, dict[ModeKeys, int]]], Path]] = {}
+    for kind, cls in (("quiet", Hook), ("full", FullRulesHook)):
+        out = tmp_path / kind
+        hook = cls(out_dir=out, save_config=cfg, include_collections=["weights", "gradients", "losses"])
+        model, loss_fn, opt, x = _setup(hook)
+        counters = []
+        for it in range(60):
+            mode = ModeKeys.EVAL if 20 <= it < 34 or it % 11 == 0 else ModeKeys.TRAIN
+            hook.set_mode(mode)
+            if it == 25:
+                hook.get_collection("biases").save_config = SaveConfig(save_steps=[9, 12])
+                hook.collections.include(["biases"])
+            if it == 45:
+                hook.get_collection("weights").save_config = SaveConfig(save_interval=4)
+            if it % 9 == 4:
+                hook.save_scalar("lr", 0.1)
+            if mode == ModeKeys.TRAIN:
+                _step(model, loss_fn, opt, x)
+            else:
+                with torch.no_grad():
+                    loss_fn(model(x), torch.zeros(len(x), 1))
+            if it % 13 == 6:
+                with torch.no_grad():  # a second root forward in the same iteration: one more step
+                    model(x)
+            counters.append((hook.step, hook.mode_step, hook.mode_steps))
+            # A scalar belongs to the step it was saved in: handed over or dropped at the next one.
+            assert not hook._pending_scalars
+        hook.close()
+        runs[kind] = (counters, out)
+    quiet, full = runs["quiet"], runs["full"]
+    assert quiet[0] == full[0]
+    forwards = [1 + (it % 13 == 6) for it in range(60)]
+    assert [c[0] for c in quiet[0]] == [sum(forwards[: i + 1]) - 1 for i in range(60)]
+    got, want = _saved_steps(quiet[1]), _saved_steps(full[1])
+    assert got.keys() == want.keys() and len(got) > 10
+    for step, (mode, mode_step, values) in want.items():
+        assert got[step][:2] == (mode, mode_step)
+        assert got[step][2].keys() == values.keys(), step
+        for name, value in values.items():
+            np.testing.assert_array_equal(got[step][2][name], value, err_msg=f"{name} at {step}")
+    assert any("scalar/lr" in v[2] for v in got.values())
+    assert any("Net_fc1.bias" in v[2] for v in got.values())
