@@ -119,9 +119,6 @@ class JobService:
         except JobNotFound:
             raise ValidationException(NOT_FOUND) from None
 
-    def record(self, name: str) -> JobRecord:
-        return self._get(name)
-
     def describe_training_job(self, name: str) -> dict[str, Any]:
         return describe(self._get(name))
 
