@@ -108,3 +108,37 @@ def postgres_url() -> Iterator[str]:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+# --- Docker -----------------------------------------------------------------------------------
+# CI installs docker.io, starts dockerd and builds murphy's images (`make images-cpu`) before the
+# tests. Without an engine or the images: skip locally, fail when ``$CI`` is set.
+
+DOCKER_TEST_IMAGES = ("murphy/pytorch-cpu:latest", "murphy/linear-regression-demo:latest",
+                      "murphy/rule-evaluator:latest")
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[object]:
+    """A Docker client for the engine murphy's images are built on."""
+    import os
+
+    try:
+        import docker
+        import docker.errors
+
+        client = docker.from_env(version="auto")
+        client.ping()
+        missing = [i for i in DOCKER_TEST_IMAGES if not client.images.list(name=i)]
+    except Exception as e:  # no SDK, no socket, engine down: all mean "no Docker here"
+        reason = f"no Docker engine ({type(e).__name__}: {e}); start dockerd (see .ci/run)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    if missing:
+        reason = f"murphy's images are not built ({', '.join(missing)}); run `make images-cpu`"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    yield client
+    client.close()

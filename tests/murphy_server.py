@@ -97,6 +97,27 @@ def kill_job_processes(data_dir: Path) -> None:
             pass
 
 
+def kill_job_containers(data_dir: Path) -> int:
+    """Remove every Docker container the server's Docker runtime started (by its labels);
+    returns how many. Nothing to do without the Docker SDK, an engine, or such containers."""
+    root = data_dir / "containers"
+    if not root.exists():
+        return 0
+    try:
+        import docker
+
+        from murphy.runtimes.docker_spec import LABEL_PREFIX, runtime_id
+
+        client = docker.from_env(version="auto")
+        found = client.containers.list(all=True, filters={"label": f"{LABEL_PREFIX}runtime={runtime_id(str(root))}"})
+        for c in found:
+            c.remove(force=True)
+        client.close()
+        return len(found)
+    except Exception:
+        return 0
+
+
 MakeServer = Callable[..., MurphyServer]
 
 
@@ -123,3 +144,4 @@ def server_factory(tmp_path: Path) -> Iterator[MakeServer]:
         for server in started:
             server.stop()
             kill_job_processes(server.data_dir)
+            kill_job_containers(server.data_dir)

@@ -21,7 +21,20 @@ class Settings(BaseSettings):
     #: SQLAlchemy URL; default ``sqlite:///<data_dir>/murphy.db`` (WAL). PostgreSQL:
     #: ``postgresql+psycopg://user:pw@host/db``.
     database_url: str | None = None
-    runtime: Literal["process", "fake"] = "process"
+    runtime: Literal["process", "docker", "fake"] = "process"
+    # --- the Docker runtime (murphy.runtimes.docker; docs/runtimes.md) ---
+    #: The engine's address; default: ``DOCKER_HOST`` or the local socket.
+    docker_host: str | None = None
+    #: ``none`` (default): containers have no network; a job whose store is an ``http://`` S3
+    #: endpoint reaches it, and only it, through murphy's gateway. ``host``: the host's network
+    #: (needed for an ``https://`` endpoint such as AWS itself).
+    docker_network: Literal["none", "host"] = "none"
+    docker_pids_limit: int = 1024
+    #: ``uid:gid`` containers run as; default 1000:1000 (the images' ``murphy`` user) when the
+    #: service runs as root, else the service's own uid:gid (so it can read what they write).
+    docker_user: str | None = None
+    #: Caps every container's memory (MiB) below what its instance type and the host allow.
+    docker_max_memory_mib: int | None = None
     #: Where ``s3://`` URIs live: ``local`` = one directory per bucket under ``buckets_dir``;
     #: ``s3`` = a real S3 endpoint (``s3_endpoint_url`` or boto3's own configuration).
     object_store: Literal["local", "s3"] = "local"

@@ -58,10 +58,22 @@ def watch(client: Any, name: str, timeout: float = 120.0) -> tuple[dict[str, Any
     raise AssertionError(f"{name} did not end within {timeout} s: {job['TrainingJobStatus']} / {job['SecondaryStatus']}")
 
 
-@pytest.fixture(params=["local", "s3"])
-def plane(request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    if request.param == "local":
-        server = make_server()
+RUNTIMES = [pytest.param("process"), pytest.param("docker", marks=pytest.mark.docker)]
+
+
+@pytest.fixture(params=RUNTIMES)
+def runtime(request: pytest.FixtureRequest) -> str:
+    """The same black-box tests run on local processes and on Docker containers."""
+    if request.param == "docker":
+        request.getfixturevalue("docker_engine")
+    return str(request.param)
+
+
+def start_plane(request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch, runtime: str,
+                store: str, data_dir: Any = None) -> Any:
+    runtime_args = ("--runtime", runtime)
+    if store == "local":
+        server = make_server(*runtime_args, data_dir=data_dir)
         monkeypatch.setenv("MURPHY_S3_LOCAL_ROOT", str(server.data_dir / "buckets"))
         server.extra["bucket"] = "murphy-e2e"
         return server
@@ -71,9 +83,28 @@ def plane(request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.
     bucket = servers.new_bucket(s3)
     for key, value in s3.env().items():
         monkeypatch.setenv(key, value)
-    server = make_server("--object-store", "s3", "--s3-endpoint-url", s3.endpoint_url, env=s3.env())
+    server = make_server(*runtime_args, "--object-store", "s3", "--s3-endpoint-url", s3.endpoint_url, env=s3.env(),
+                         data_dir=data_dir)
     server.extra["bucket"] = bucket
     return server
+
+
+@pytest.fixture(params=["local", "s3"])
+def plane(request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch, runtime: str) -> Any:
+    return start_plane(request, make_server, monkeypatch, runtime, request.param)
+
+
+def put_object(plane: Any, key: str, body: bytes) -> None:
+    """An object in the plane's bucket, wherever its store is."""
+    bucket = plane.extra["bucket"]
+    if bucket == "murphy-e2e":
+        path = plane.data_dir / "buckets" / bucket / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+    else:
+        from murphy.storage import open_store
+
+        open_store(f"s3://{bucket}").put(key, body)
 
 
 @pytest.mark.slow
@@ -136,8 +167,8 @@ for i in range(int(sys.argv[sys.argv.index('--ticks') + 1])):
 
 
 @pytest.mark.slow
-def test_kill_9_the_server_mid_job_loses_nothing(make_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    server = make_server()
+def test_kill_9_the_server_mid_job_loses_nothing(make_server: Any, runtime: str) -> None:
+    server = make_server("--runtime", runtime)
     buckets = server.data_dir / "buckets"
     (buckets / "src").mkdir(parents=True, exist_ok=True)
     (buckets / "src" / "sourcedir.tar.gz").write_bytes(_source_tarball(SLOW_SCRIPT))
@@ -153,7 +184,7 @@ def test_kill_9_the_server_mid_job_loses_nothing(make_server: Any, monkeypatch: 
         assert time.monotonic() < deadline
         time.sleep(0.1)
     server.kill()
-    restarted = make_server(data_dir=server.data_dir)
+    restarted = make_server("--runtime", runtime, data_dir=server.data_dir)
     client = restarted.client()
     during = client.describe_training_job(TrainingJobName="survives-restart")
     assert during["TrainingJobStatus"] == "InProgress"
@@ -162,10 +193,10 @@ def test_kill_9_the_server_mid_job_loses_nothing(make_server: Any, monkeypatch: 
 
 
 @pytest.mark.slow
-def test_work_that_died_while_the_server_was_down_is_marked_failed(make_server: Any) -> None:
-    from murphy_server import kill_job_processes
+def test_work_that_died_while_the_server_was_down_is_marked_failed(make_server: Any, runtime: str) -> None:
+    from murphy_server import kill_job_containers, kill_job_processes
 
-    server = make_server()
+    server = make_server("--runtime", runtime)
     buckets = server.data_dir / "buckets"
     (buckets / "src").mkdir(parents=True, exist_ok=True)
     (buckets / "src" / "sourcedir.tar.gz").write_bytes(_source_tarball(SLOW_SCRIPT))
@@ -179,10 +210,73 @@ def test_work_that_died_while_the_server_was_down_is_marked_failed(make_server: 
         assert time.monotonic() < deadline
         time.sleep(0.1)
     server.kill()
-    kill_job_processes(server.data_dir)
-    restarted = make_server(data_dir=server.data_dir)
+    if runtime == "docker":
+        assert kill_job_containers(server.data_dir) == 2  # the training container and the rule's
+    else:
+        kill_job_processes(server.data_dir)
+    restarted = make_server("--runtime", runtime, data_dir=server.data_dir)
     job, _ = watch(restarted.client(), "dies-meanwhile", timeout=60)
     assert job["TrainingJobStatus"] == "Failed", restarted.log()[-3000:]
     assert "vanished" in job["FailureReason"] or "killed" in job["FailureReason"], job["FailureReason"]
     # The rule judged what was saved and then finished: nothing is left InProgress.
     assert job["DebugRuleEvaluationStatuses"][0]["RuleEvaluationStatus"] in ("NoIssuesFound", "Error", "Stopped")
+
+
+FAILING_SCRIPT = """
+import os, sys
+print("about to fail", flush=True)
+with open(os.path.join(os.environ["SM_OUTPUT_DIR"], "failure"), "w") as f:
+    f.write("ValueError: the learning rate is not a number")
+sys.exit(1)
+"""
+
+CRASHING_RULE = """
+import os
+from smdebug.rules.rule import Rule
+
+
+class CrashingRule(Rule):
+    def __init__(self, base_trial):
+        super().__init__(base_trial)
+
+    def invoke_at_step(self, step):
+        print("crashing at step", step, flush=True)
+        os._exit(7)
+"""
+
+
+@pytest.mark.slow
+def test_training_that_exits_1_with_a_failure_file_fails_the_job_with_its_reason(
+        request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch, runtime: str) -> None:
+    server = start_plane(request, make_server, monkeypatch, runtime, "local")
+    put_object(server, "src/fail.tar.gz", _source_tarball(FAILING_SCRIPT))
+    client = server.client()
+    request_body = job_request("exits-1", "murphy-e2e", {
+        "sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://murphy-e2e/src/fail.tar.gz"'})
+    request_body["AlgorithmSpecification"]["TrainingImage"] = (
+        "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1-cpu-py310")
+    request_body.pop("DebugRuleConfigurations")
+    client.create_training_job(**request_body)
+    job, _ = watch(client, "exits-1", timeout=120)
+    assert job["TrainingJobStatus"] == "Failed", server.log()[-3000:]
+    assert "ValueError: the learning rate is not a number" in job["FailureReason"], job["FailureReason"]
+
+
+@pytest.mark.slow
+def test_a_crashing_rule_container_is_error_and_training_goes_on(
+        request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch, runtime: str) -> None:
+    server = start_plane(request, make_server, monkeypatch, runtime, "local")
+    put_object(server, "rules/crash.py", CRASHING_RULE.encode())
+    client = server.client()
+    body = job_request("rule-crash", "murphy-e2e", HEALTHY)
+    body["DebugRuleConfigurations"] = [{
+        "RuleConfigurationName": "Crashes",
+        "RuleEvaluatorImage": "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rule-evaluator:latest",
+        "RuleParameters": {"rule_to_invoke": "CrashingRule", "source_s3_uri": "s3://murphy-e2e/rules/crash.py"},
+    }]
+    client.create_training_job(**body)
+    job, _ = watch(client, "rule-crash", timeout=120)
+    rule = job["DebugRuleEvaluationStatuses"][0]
+    assert rule["RuleEvaluationStatus"] == "Error", rule
+    assert "exited with code 7" in rule["StatusDetails"], rule["StatusDetails"]
+    assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("Completed", "Completed"), server.log()[-3000:]

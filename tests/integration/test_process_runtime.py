@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_support import DEMO, PYTORCH, RULES, TRAIN_PY, tarball
 
 import servers
 from murphy.exceptions import RuntimeBackendError
@@ -24,49 +25,6 @@ from murphy.runtimes import procfs
 from murphy.runtimes.base import Channel, ContainerState, RulePlan, TrainingPlan
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.process import ProcessRuntime
-
-DEMO = "murphy/linear-regression-demo:latest"
-PYTORCH = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1.0-cpu-py310"
-RULES = "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest"
-
-TRAIN_PY = r'''
-import argparse, json, os, signal, sys, time
-p = argparse.ArgumentParser()
-p.add_argument("--mode")
-p.add_argument("--epochs", type=int)
-args = p.parse_args()
-print("argv " + json.dumps(sys.argv[1:]), flush=True)
-if args.mode == "ok":
-    train = os.environ["SM_CHANNEL_TRAIN"]
-    files = sorted(os.path.relpath(os.path.join(d, f), train) for d, _, fs in os.walk(train) for f in fs)
-    seen = {"files": files, "one": os.listdir(os.environ["SM_CHANNEL_ONE"]), "cwd": os.getcwd(),
-            "job": os.environ["TRAINING_JOB_NAME"], "epochs": os.environ["SM_HP_EPOCHS"],
-            "hook": os.environ.get("SMDEBUG_CONFIG_FILE_PATH")}
-    open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], "seen.json"), "w").write(json.dumps(seen))
-    open(os.path.join(os.environ["SM_MODEL_DIR"], "model.bin"), "wb").write(b"weights")
-elif args.mode == "fail":
-    open("/".join([os.environ["SM_OUTPUT_DIR"], "failure"]), "w").write("ValueError: learning rate too high")
-    sys.exit(3)
-elif args.mode == "ignore-term":
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print("ready", flush=True)
-    time.sleep(60)
-elif args.mode == "sleep":
-    print("ready", flush=True)
-    time.sleep(float(os.environ.get("SLEEP_S", "30")))
-    print("done", flush=True)
-'''
-
-
-def tarball(files: dict[str, str]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 class Env:

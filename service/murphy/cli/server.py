@@ -20,6 +20,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
             "object_store": args.object_store,
             "s3_endpoint_url": args.s3_endpoint_url,
             "runtime": args.runtime,
+            "docker_host": args.docker_host,
+            "docker_network": args.docker_network,
         }.items()
         if value is not None
     }
@@ -76,7 +78,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--database-url", help="SQLAlchemy URL (default SQLite under the data dir)")
     p.add_argument("--object-store", choices=["local", "s3"], help="where s3:// URIs live (default local)")
     p.add_argument("--s3-endpoint-url", help="S3 endpoint for --object-store s3")
-    p.add_argument("--runtime", choices=["process", "fake"], help="where containers run (default process)")
+    p.add_argument("--runtime", choices=["process", "docker", "fake"],
+                   help="where containers run: local processes (default) or Docker containers")
+    p.add_argument("--docker-host", help="Docker engine address for --runtime docker (default DOCKER_HOST)")
+    p.add_argument("--docker-network", choices=["none", "host"],
+                   help="containers' network (default none: the S3 endpoint only, through murphy's gateway)")
     p.add_argument("--no-stop-on-finding", action="store_true",
                    help="AWS semantics: a rule finding stops the job only through a StopTraining action")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

@@ -41,7 +41,7 @@ from murphy.container.inputs import (
     pack_dir,
 )
 from murphy.container.mirror import MirrorThread, TensorMirror
-from murphy.storage import open_store
+from murphy.storage import gateway, open_store
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT)
 
@@ -223,4 +223,7 @@ def _spawn_group_leader(argv: list[str], cwd: str) -> subprocess.Popen[bytes]:
 
 
 def main() -> int:
+    # In a network-less container the store is reached through the runtime's gateway; the
+    # forwarder lives as long as this process, so the program it starts can use it too.
+    gateway.start_from_env()
     return Toolkit(OptMl(os.environ.get(OPT_ML_ENV) or "/opt/ml")).run()

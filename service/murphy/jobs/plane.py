@@ -21,6 +21,19 @@ def make_runtime(settings: Settings) -> Runtime:
 
         return FakeRuntime(exit_on_stop=True)
     from murphy.runtimes.catalog import ImageCatalog
+
+    if settings.runtime == "docker":
+        from murphy.runtimes.docker import DockerRuntime, default_user
+        from murphy.runtimes.docker_spec import DockerOptions, StoreAccess
+
+        local = settings.object_store == "local"
+        store = StoreAccess(buckets_dir=str(settings.resolved_buckets_dir) if local else None,
+                            endpoint_url=None if local else settings.s3_endpoint_url)
+        options = DockerOptions(network=settings.docker_network, pids_limit=settings.docker_pids_limit,
+                                user=settings.docker_user or default_user(),
+                                max_memory_bytes=(settings.docker_max_memory_mib or 0) << 20 or None)
+        return DockerRuntime(settings.data_dir / "containers", ImageCatalog.load(settings.image_catalog), store,
+                             options=options, docker_host=settings.docker_host)
     from murphy.runtimes.process import ProcessRuntime
 
     return ProcessRuntime(
@@ -63,3 +76,6 @@ class ControlPlane:
         self.supervisor.close()
         self.bus.close()
         self.store.close()
+        close = getattr(self.runtime, "close", None)
+        if callable(close):  # the Docker runtime's S3 gateway
+            close()

@@ -53,6 +53,8 @@ def training_plan(record: JobRecord) -> TrainingPlan:
     return TrainingPlan(
         container_name=f"{record.name}-training",
         job_name=record.name,
+        account=record.account,
+        region=record.region,
         image=algo.get("TrainingImage", ""),
         hyperparameters=dict(spec.get("HyperParameters", {}) or {}),
         environment=dict(spec.get("Environment", {}) or {}),
@@ -81,6 +83,8 @@ def rule_plan(record: JobRecord, rule: RuleState, index: int, settings: Settings
     return RulePlan(
         container_name=f"{record.name}-rule-{index}",
         job_name=record.name,
+        account=record.account,
+        region=record.region,
         rule_name=rule.name,
         image=cfg["RuleEvaluatorImage"],
         rule_parameters=dict(cfg.get("RuleParameters", {}) or {}),

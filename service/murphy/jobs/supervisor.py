@@ -127,7 +127,19 @@ class Supervisor:
         changed |= self._watch_training(rec, now)
         changed |= self._finish(rec, now)
         if changed:
-            self.store.update(rec)
+            saved = self.store.update(rec)
+            if saved.is_terminal():
+                self._release(saved)
+
+    def _release(self, rec: JobRecord) -> None:
+        """Free the containers of a finished job (the runtime keeps their logs)."""
+        for handle in (rec.training, *(r.handle for r in rec.rules)):
+            if handle is None:
+                continue
+            try:
+                self.runtime.remove(handle)
+            except Exception:  # a leftover container must not fail the job's bookkeeping
+                log.exception("cannot release container %s of %s", handle.id, rec.name)
 
     def _launch(self, rec: JobRecord, now: float) -> bool:
         try:

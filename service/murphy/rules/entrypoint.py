@@ -31,7 +31,7 @@ from murphy.rules.params import RuleParameterError
 from murphy.rules.registry import lookup
 from murphy.rules.result import RESULT_KEY, Heartbeat, put_json, result_dict, utc_now
 from murphy.rules.shim import smdebug_shim
-from murphy.storage import open_store
+from murphy.storage import gateway, open_store
 
 log = logging.getLogger("murphy.rules.entrypoint")
 
@@ -294,6 +294,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     """Command-line entry point; returns the exit code."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    gateway.start_from_env(environ)
     try:
         config = config_from_args(args, os.environ if environ is None else environ)
     except UsageError as e:

@@ -53,6 +53,9 @@ class TrainingPlan:
     container_entrypoint: tuple[str, ...] | None = None
     container_arguments: tuple[str, ...] | None = None
     max_runtime_s: int | None = None
+    #: The job's account and region (container labels; the Docker runtime finds containers by them).
+    account: str = ""
+    region: str = ""
     role: Literal["training"] = "training"
 
 
@@ -69,6 +72,8 @@ class RulePlan:
     result_uri: str  # where result.json / heartbeat.json go
     environment: dict[str, str] = field(default_factory=dict)
     instance_type: str | None = None
+    account: str = ""
+    region: str = ""
     role: Literal["rule"] = "rule"
 
 

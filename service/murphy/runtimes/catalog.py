@@ -40,22 +40,33 @@ class CatalogEntry:
     #: The program of a ``command`` entry (empty for the other kinds).
     command: tuple[str, ...] = ()
     description: str = ""
+    #: The local image the Docker runtime runs for it ("" = the image URI itself).
+    docker_image: str = ""
 
     def matches(self, image: str) -> bool:
         return fnmatch.fnmatchcase(image, self.pattern)
 
 
 _DEMO = (PYTHON, "-m", "murphy.demos.linear_regression")
+DEMO_IMAGE = "murphy/linear-regression-demo:latest"
+RULE_IMAGE = "murphy/rule-evaluator:latest"
+CPU_IMAGE = "murphy/pytorch-cpu:latest"
+GPU_IMAGE = "murphy/pytorch-gpu:latest"
+_SEED = "the seed's linear regression"
 
 BUILTIN_ENTRIES: tuple[CatalogEntry, ...] = (
-    CatalogEntry("murphy/linear-regression-demo:latest", "command", _DEMO, "the seed's linear regression"),
-    CatalogEntry("murphy/linear-regression-demo", "command", _DEMO, "the seed's linear regression"),
-    CatalogEntry("*/murphy/linear-regression-demo:*", "command", _DEMO, "the seed's linear regression"),
-    CatalogEntry("*/sagemaker-debugger-rules:*", "rule-evaluator", (), "AWS built-in rules"),
-    CatalogEntry("*/sagemaker-debugger-rule-evaluator:*", "rule-evaluator", (), "AWS custom rules"),
+    CatalogEntry(DEMO_IMAGE, "command", _DEMO, _SEED, DEMO_IMAGE),
+    CatalogEntry("murphy/linear-regression-demo", "command", _DEMO, _SEED, DEMO_IMAGE),
+    CatalogEntry("*/murphy/linear-regression-demo:*", "command", _DEMO, _SEED, DEMO_IMAGE),
+    CatalogEntry("*/sagemaker-debugger-rules:*", "rule-evaluator", (), "AWS built-in rules", RULE_IMAGE),
+    CatalogEntry("*/sagemaker-debugger-rule-evaluator:*", "rule-evaluator", (), "AWS custom rules", RULE_IMAGE),
     CatalogEntry("murphy/rule-evaluator:*", "rule-evaluator", (), "murphy's rule evaluator"),
-    CatalogEntry("*/pytorch-training:*", "script-mode", (), "AWS PyTorch training images"),
-    CatalogEntry("*pytorch-training*", "script-mode", (), "AWS PyTorch training images"),
+    CatalogEntry("murphy/pytorch-cpu:*", "script-mode", (), "murphy's PyTorch CPU image"),
+    CatalogEntry("murphy/pytorch-gpu:*", "script-mode", (), "murphy's PyTorch GPU image"),
+    # AWS tags name the device: pytorch-training:2.1.0-gpu-py310-cu121-ubuntu20.04-sagemaker.
+    CatalogEntry("*pytorch-training:*-gpu-*", "script-mode", (), "AWS PyTorch GPU training images", GPU_IMAGE),
+    CatalogEntry("*/pytorch-training:*", "script-mode", (), "AWS PyTorch training images", CPU_IMAGE),
+    CatalogEntry("*pytorch-training*", "script-mode", (), "AWS PyTorch training images", CPU_IMAGE),
 )
 
 
@@ -111,9 +122,10 @@ def read_catalog_file(path: str | os.PathLike[str]) -> list[CatalogEntry]:
 def _entry(raw: Any, where: str) -> CatalogEntry:
     if not isinstance(raw, Mapping):
         raise RuntimeBackendError(f"{where} must be an object with 'pattern' and 'kind'")
-    unknown = sorted(set(raw) - {"pattern", "kind", "command", "description"})
+    unknown = sorted(set(raw) - {"pattern", "kind", "command", "description", "docker_image"})
     if unknown:
-        raise RuntimeBackendError(f"{where}: unknown key(s) {unknown} (allowed: pattern, kind, command, description)")
+        raise RuntimeBackendError(
+            f"{where}: unknown key(s) {unknown} (allowed: pattern, kind, command, description, docker_image)")
     pattern, kind, command = raw.get("pattern"), raw.get("kind"), raw.get("command")
     if not isinstance(pattern, str) or not pattern:
         raise RuntimeBackendError(f"{where}.pattern must be a non-empty string, got {pattern!r}")
@@ -127,7 +139,10 @@ def _entry(raw: Any, where: str) -> CatalogEntry:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise RuntimeBackendError(f"{where}.description must be a string")
-    return CatalogEntry(pattern, kind, tuple(command or ()), description)
+    docker_image = raw.get("docker_image", "")
+    if not isinstance(docker_image, str):
+        raise RuntimeBackendError(f"{where}.docker_image must be a string (a local Docker image)")
+    return CatalogEntry(pattern, kind, tuple(command or ()), description, docker_image)
 
 
 def resolve_argv(argv: Iterable[str], python: str) -> list[str]:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from murphy.container.env import (
@@ -30,6 +31,18 @@ INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDI
 INHERITED_PREFIXES = ("LC_", "AWS_")
 SAGEMAKER_OPT_ML = "/opt/ml/"
 CONTAINER_MARKER_ENV = "MURPHY_CONTAINER"
+
+
+@dataclass(frozen=True)
+class ContainerView:
+    """How a training container sees its layout and host."""
+
+    opt_ml: str
+    stage_file: str
+    #: Variables taken from the service's own environment.
+    inherited: Mapping[str, str]
+    num_cpus: int
+    num_gpus: int
 
 
 def inherited_env() -> dict[str, str]:
@@ -70,25 +83,35 @@ def input_data_config(plan: TrainingPlan) -> dict[str, dict[str, str]]:
 
 
 def write_training_layout(
-    container_dir: str, plan: TrainingPlan, entry: CatalogEntry, python: str, base_env: Mapping[str, str]
+    container_dir: str, plan: TrainingPlan, entry: CatalogEntry, python: str, base_env: Mapping[str, str],
+    *, view: ContainerView | None = None,
 ) -> tuple[OptMl, dict[str, str]]:
-    """Create ``<container_dir>/opt/ml`` with its config files; return it and the environment."""
-    opt_ml = OptMl(os.path.join(container_dir, "opt", "ml"))
-    for d in opt_ml.layout():
+    """Create ``<container_dir>/opt/ml`` with its config files; return it and the environment.
+
+    ``view`` is how the container sees it (a Docker container mounts it at ``/opt/ml``): paths
+    written into the config files and the environment are the container's, not this host's."""
+    host = OptMl(os.path.join(container_dir, "opt", "ml"))
+    for d in host.layout():
         os.makedirs(d, exist_ok=True)
-    _write(opt_ml.config_file("hyperparameters.json"), dict(plan.hyperparameters))
+    view = view or ContainerView(host.root, os.path.join(container_dir, "stage.json"), inherited_env(),
+                                 os.cpu_count() or 1, num_gpus())
+    opt_ml = OptMl(view.opt_ml)
+    _write(host.config_file("hyperparameters.json"), dict(plan.hyperparameters))
     resources = resource_config(plan.instance_type)
-    _write(opt_ml.config_file("resourceconfig.json"), resources)
+    _write(host.config_file("resourceconfig.json"), resources)
     data_config = input_data_config(plan)
-    _write(opt_ml.config_file("inputdataconfig.json"), data_config)
+    _write(host.config_file("inputdataconfig.json"), data_config)
     local_path = opt_ml.tensors_dir
     hook_path = opt_ml.config_file("debughookconfig.json")
     if plan.debug_hook_config is not None:
         hook = dict(plan.debug_hook_config)
         local_path = hook["LocalPath"] = _local_path(opt_ml, hook.get("LocalPath"))
-        os.makedirs(local_path, exist_ok=True)
-        _write(hook_path, hook)
-    _write(opt_ml.config_file(MURPHY_CONFIG), {
+        if opt_ml.root == host.root:
+            os.makedirs(local_path, exist_ok=True)
+        elif local_path.startswith(opt_ml.root + os.sep):  # else: inside the container only
+            os.makedirs(host.root + local_path[len(opt_ml.root):], exist_ok=True)
+        _write(host.config_file("debughookconfig.json"), hook)
+    _write(host.config_file(MURPHY_CONFIG), {
         "job_name": plan.job_name,
         "image": plan.image,
         "kind": entry.kind,
@@ -102,24 +125,25 @@ def write_training_layout(
         "container_entrypoint": list(plan.container_entrypoint) if plan.container_entrypoint else None,
         "container_arguments": list(plan.container_arguments) if plan.container_arguments is not None else None,
     })
-    env = {"PYTHONUNBUFFERED": "1", **inherited_env(), **base_env, **plan.environment}
+    env = {"PYTHONUNBUFFERED": "1", **view.inherited, **base_env, **plan.environment}
     env.update(sm_environment(opt_ml, plan.hyperparameters, data_config, resources, job_name=plan.job_name,
-                              num_cpus=os.cpu_count() or 1, num_gpus=num_gpus()))
+                              num_cpus=view.num_cpus, num_gpus=view.num_gpus))
     env.update({
         "TRAINING_JOB_NAME": plan.job_name,
         OPT_ML_ENV: opt_ml.root,
-        STAGE_FILE_ENV: os.path.join(container_dir, "stage.json"),
+        STAGE_FILE_ENV: view.stage_file,
         # The real sagemaker-training toolkit, if a script imports it, finds this layout.
         "SAGEMAKER_BASE_DIR": opt_ml.root,
     })
     if plan.debug_hook_config is not None:
         env["SMDEBUG_CONFIG_FILE_PATH"] = hook_path
-    return opt_ml, env
+    return host, env
 
 
-def rule_env(plan: RulePlan, base_env: Mapping[str, str]) -> dict[str, str]:
+def rule_env(plan: RulePlan, base_env: Mapping[str, str], inherited: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment of a rule evaluator (``rule_containers/README.md``)."""
-    env = {"PYTHONUNBUFFERED": "1", **inherited_env(), **base_env, **plan.environment}
+    inherited = inherited_env() if inherited is None else inherited
+    env = {"PYTHONUNBUFFERED": "1", **inherited, **base_env, **plan.environment}
     env.update({
         "MURPHY_RULE_PARAMETERS": json.dumps(plan.rule_parameters),
         "MURPHY_BASE_TRIAL": plan.base_trial_uri,

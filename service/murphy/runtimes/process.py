@@ -33,8 +33,8 @@ from typing import Any
 
 from murphy.exceptions import RuntimeBackendError
 from murphy.jobs.model import Handle
-from murphy.runtimes import procfs
-from murphy.runtimes.base import ContainerState, LogEvent, LogPage, Plan, TrainingPlan
+from murphy.runtimes import logfile, procfs
+from murphy.runtimes.base import ContainerState, LogPage, Plan, TrainingPlan
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.layout import (
     CONTAINER_MARKER_ENV,
@@ -43,9 +43,7 @@ from murphy.runtimes.layout import (
     write_training_layout,
 )
 
-TAIL_LINES = 20
 _TAIL_BYTES = 64 * 1024
-_READ_LIMIT = 8 << 20
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
 
@@ -209,19 +207,7 @@ class ProcessRuntime:
 
     @staticmethod
     def _tail(d: Mapping[str, Any]) -> str:
-        try:
-            with open(d["log"], "rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                f.seek(max(0, size - _TAIL_BYTES))
-                raw = f.read()
-        except FileNotFoundError:
-            return ""
-        lines = raw.split(b"\n")[-(TAIL_LINES + 1):]
-        out = []
-        for line in lines:
-            with contextlib.suppress(ValueError, TypeError, AttributeError):
-                out.append(str(json.loads(line)["m"]))
-        return "\n".join(out[-TAIL_LINES:])
+        return logfile.tail(d["log"])
 
     # ---- stop / remove ---------------------------------------------------------------------
 
@@ -273,26 +259,4 @@ class ProcessRuntime:
     # ---- logs ------------------------------------------------------------------------------
 
     def read_logs(self, handle: Handle, cursor: int = 0, limit: int = 10_000) -> LogPage:
-        try:
-            with open(handle.data["log"], "rb") as f:
-                f.seek(cursor)
-                raw = f.read(_READ_LIMIT)
-        except FileNotFoundError:
-            return LogPage([], cursor)
-        events: list[LogEvent] = []
-        pos = cursor
-        start = 0
-        while len(events) < limit:
-            nl = raw.find(b"\n", start)
-            if nl < 0:
-                break  # a partial last line: it is read again, whole, next time
-            line = raw[start:nl]
-            start = nl + 1
-            pos = cursor + start
-            try:
-                doc = json.loads(line)
-                t = int(doc["t"])
-                events.append(LogEvent(timestamp_ms=t, message=str(doc["m"]), ingestion_ms=t))
-            except (ValueError, KeyError, TypeError):
-                continue
-        return LogPage(events, pos)
+        return logfile.read_page(handle.data["log"], cursor, limit)

@@ -1,0 +1,397 @@
+"""The Docker runtime: each training job and rule evaluator is a real container on one engine.
+
+``<root_dir>/<container_name>/`` on the service's host holds what murphy keeps about one
+container (the same shape as the process runtime's)::
+
+    handle.json   the Handle (for people; the job record has its own copy)
+    opt/ml/...    bind-mounted at /opt/ml (training containers)
+    run/          bind-mounted at /run/murphy (the toolkit's stage file)
+    log.jsonl     the container's log, copied from the engine (it goes away with the container)
+    logstate.json how far the copy got
+
+Containers are named ``murphy-<runtime id>-<container name>`` and labelled ``io.murphy.*``
+(runtime id, job, role, rule, account, region, instance type), so ``launch`` is idempotent on
+the name and a restarted service re-attaches through the container id in each job's Handle.
+How isolation, resources and the S3 gateway are set up: :mod:`murphy.runtimes.docker_spec`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from murphy.exceptions import RuntimeBackendError
+from murphy.jobs.model import Handle
+from murphy.runtimes import docker_spec as spec
+from murphy.runtimes import logfile
+from murphy.runtimes.base import ContainerState, LogPage, Plan, RulePlan, TrainingPlan
+from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
+from murphy.runtimes.docker_logs import rfc3339_ns, sync_logs
+from murphy.runtimes.layout import ContainerView, rule_env, write_training_layout
+from murphy.storage import gateway
+
+log = logging.getLogger(__name__)
+_IN_IMAGE_PYTHON = "python"
+_FAILURE_BYTES = 64 * 1024
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _epoch(ts: str | None) -> float | None:
+    """Docker's RFC 3339 timestamps (``0001-01-01T00:00:00Z`` = never) as epoch seconds."""
+    if not ts or ts.startswith("0001-"):
+        return None
+    try:
+        return rfc3339_ns(ts) / 1e9
+    except ValueError:
+        return None
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+class DockerRuntime:
+    """:class:`~murphy.runtimes.base.Runtime` over a Docker engine (see the module docstring)."""
+
+    def __init__(self, root_dir: Path, catalog: ImageCatalog, store: spec.StoreAccess, *,
+                 options: spec.DockerOptions | None = None, docker_host: str | None = None,
+                 client: docker.DockerClient | None = None, environ: Mapping[str, str] | None = None,
+                 name: str = "docker") -> None:
+        self.root_dir = Path(root_dir)
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        self.catalog = catalog
+        self.name = name
+        self.rid = spec.runtime_id(str(self.root_dir))
+        self.options = options or spec.DockerOptions(user=default_user())
+        self._docker_host = docker_host
+        self._client = client
+        self._host: spec.HostLimits | None = None
+        self._environ = dict(os.environ if environ is None else environ)
+        self._gateway: gateway.Forwarder | None = None
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self.store = self._store_access(store)
+
+    # ---- engine ----------------------------------------------------------------------------
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            try:
+                if self._docker_host:
+                    self._client = docker.DockerClient(base_url=self._docker_host, version="auto")
+                else:
+                    self._client = docker.from_env(version="auto")
+            except docker.errors.DockerException as e:
+                raise RuntimeBackendError(f"cannot reach the Docker engine ({self._docker_host or 'DOCKER_HOST'}): {e}") from e
+        return self._client
+
+    def host(self) -> spec.HostLimits:
+        if self._host is None:
+            info = self.client.info()
+            self._host = spec.HostLimits(
+                cpus=int(info.get("NCPU") or os.cpu_count() or 1),
+                memory_bytes=int(info.get("MemTotal") or 1 << 30),
+                gpus_available="nvidia" in (info.get("Runtimes") or {}),
+            )
+        return self._host
+
+    def _store_access(self, store: spec.StoreAccess) -> spec.StoreAccess:
+        """Start the host side of the S3 gateway when containers have no network."""
+        if store.buckets_dir or not store.endpoint_url or self.options.network != "none":
+            return store
+        url = urllib.parse.urlsplit(store.endpoint_url)
+        if url.scheme != "http" or not url.hostname:
+            raise RuntimeBackendError(
+                f"S3 endpoint {store.endpoint_url}: containers without a network reach only an http:// endpoint "
+                "through murphy's gateway; set MURPHY_DOCKER_NETWORK=host for an https:// endpoint")
+        gdir = self.root_dir / ".gateway"
+        gdir.mkdir(exist_ok=True)
+        os.chmod(gdir, 0o755)
+        sock = str(gdir / spec.GATEWAY_SOCKET_NAME)
+        self._gateway = gateway.serve_unix(sock, url.hostname, url.port or 80)
+        return spec.StoreAccess(endpoint_url=store.endpoint_url, gateway_dir=str(gdir))
+
+    def close(self) -> None:
+        if self._gateway is not None:
+            self._gateway.close()
+            self._gateway = None
+
+    # ---- launch ----------------------------------------------------------------------------
+
+    def _entry(self, plan: Plan) -> CatalogEntry:
+        hps = plan.hyperparameters if isinstance(plan, TrainingPlan) else None
+        try:
+            return self.catalog.resolve(plan.image, hps)
+        except RuntimeBackendError:
+            # Not in the catalog: a local image run as it is (bring your own container).
+            if isinstance(plan, TrainingPlan):
+                return CatalogEntry(plan.image, "script-mode", (), "a local image, run as is")
+            return CatalogEntry(plan.image, "rule-evaluator", (), "a local image, run as is")
+
+    def launch(self, plan: Plan) -> Handle:
+        entry = self._entry(plan)
+        if isinstance(plan, TrainingPlan) and entry.kind == "rule-evaluator":
+            raise RuntimeBackendError(f"image {plan.image!r} is a rule evaluator; it cannot run a training job")
+        if isinstance(plan, RulePlan) and entry.kind != "rule-evaluator":
+            raise RuntimeBackendError(f"image {plan.image!r} is a training image; it cannot evaluate rules")
+        image = entry.docker_image or plan.image
+        cdir = self.root_dir / plan.container_name
+        cdir.mkdir(parents=True, exist_ok=True)
+        name = spec.container_name(self.rid, plan.container_name)
+        with self._exclusive(cdir):
+            existing = self._find(name)
+            if existing is not None:
+                return self._handle(plan, cdir, name, existing.id or "")
+            return self._create(plan, entry, image, cdir, name)
+
+    @contextlib.contextmanager
+    def _exclusive(self, cdir: Path) -> Iterator[None]:
+        with open(cdir / ".launch.lock", "a+b") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _find(self, name: str) -> Container | None:
+        try:
+            return self.client.containers.get(name)
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as e:
+            raise RuntimeBackendError(f"Docker engine error looking up {name}: {e.explanation or e}") from e
+
+    def _handle(self, plan: Plan, cdir: Path, name: str, cid: str) -> Handle:
+        d = str(cdir)
+        data: dict[str, Any] = {
+            "container_name": plan.container_name, "docker_name": name, "role": plan.role, "dir": d,
+            "log": os.path.join(d, "log.jsonl"), "log_state": os.path.join(d, "logstate.json"),
+            "stage": os.path.join(d, "run", "stage.json"), "instance_type": plan.instance_type or "ml.m5.xlarge",
+        }
+        if isinstance(plan, TrainingPlan):
+            data["opt_ml"] = os.path.join(d, "opt", "ml")
+            data["failure"] = os.path.join(d, "opt", "ml", "output", "failure")
+        return Handle(runtime=self.name, id=cid, data=data)
+
+    def _environment(self, plan: Plan, entry: CatalogEntry, cdir: Path) -> dict[str, str]:
+        base = spec.store_env(self.store, self.options.network)
+        inherited = spec.passed_env(self._environ)
+        if isinstance(plan, RulePlan):
+            return rule_env(plan, base, inherited)
+        for stale in ("stage.json",):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(cdir / "run" / stale)
+        (cdir / "run").mkdir(exist_ok=True)
+        cpus, gpus = spec.cpus_for(plan, self.host())
+        view = ContainerView(spec.OPT_ML, spec.STAGE_FILE, inherited, cpus, gpus)
+        _, env = write_training_layout(str(cdir), plan, entry, _IN_IMAGE_PYTHON, base, view=view)
+        return env
+
+    def _create(self, plan: Plan, entry: CatalogEntry, image: str, cdir: Path, name: str) -> Handle:
+        env = self._environment(plan, entry, cdir)
+        self._grant(plan, cdir)
+        kwargs = spec.create_kwargs(plan, image=image, name=name, env=env, container_dir=str(cdir),
+                                    store=self.store, host=self.host(), options=self.options, rid=self.rid)
+        try:
+            container = self.client.containers.create(**kwargs)
+        except docker.errors.ImageNotFound as e:
+            raise RuntimeBackendError(
+                f"image {image!r} (for {plan.image!r}) is not on this Docker host; build murphy's images with "
+                f"`make images`, or map the image in MURPHY_IMAGE_CATALOG (docs/runtimes.md): {e.explanation or e}"
+            ) from e
+        except docker.errors.APIError as e:
+            raise RuntimeBackendError(f"cannot create container {name}: {e.explanation or e}") from e
+        handle = self._handle(plan, cdir, name, container.id or "")
+        try:
+            container.start()
+        except docker.errors.APIError as e:
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True)
+            hint = ""
+            if "device_requests" in kwargs and not self.host().gpus_available:
+                hint = (f" ({plan.instance_type} asks for GPUs; this Docker host has no NVIDIA container runtime, "
+                        "see docs/gpu.md)")
+            raise RuntimeBackendError(f"cannot start container {name}: {e.explanation or e}{hint}") from e
+        doc = {"runtime": handle.runtime, "id": handle.id, "data": handle.data}
+        Path(handle.data["dir"], "handle.json").write_text(json.dumps(doc), encoding="utf-8")
+        return handle
+
+    def _grant(self, plan: Plan, cdir: Path) -> None:
+        """Let the container's user write where it must: its own directories and, with local
+        buckets, the prefixes it writes to (a root-run service creates them as root)."""
+        if os.geteuid() != 0:
+            return
+        uid, gid = (int(x) for x in self.options.user.split(":", 1))
+        targets = [cdir / "opt", cdir / "run"] if isinstance(plan, TrainingPlan) else []
+        for t in targets:
+            for dirpath, dirnames, filenames in os.walk(t):
+                os.chown(dirpath, uid, gid)
+                for n in (*dirnames, *filenames):
+                    os.chown(os.path.join(dirpath, n), uid, gid, follow_symlinks=False)
+        if self.store.buckets_dir:
+            uris = [plan.tensor_uri, plan.output_uri] if isinstance(plan, TrainingPlan) else [plan.result_uri]
+            for uri in uris:
+                if uri and uri.startswith("s3://"):
+                    self._grant_prefix(uri, uid, gid)
+
+    def _grant_prefix(self, uri: str, uid: int, gid: int) -> None:
+        # Local buckets come into being on first write (as in the process runtime), so the
+        # bucket directory may be created here too.
+        bucket, _, key = uri[len("s3://"):].partition("/")
+        path = Path(self.store.buckets_dir or "")
+        for part in [bucket, *(p for p in key.split("/") if p)]:
+            if part in (".", ".."):
+                return  # the container's store refuses such a URI with a clear error
+            path = path / part
+            if not path.exists():
+                path.mkdir()
+                os.chown(path, uid, gid)
+        with contextlib.suppress(OSError):
+            os.chown(path, uid, gid)
+
+    # ---- status ----------------------------------------------------------------------------
+
+    def _inspect(self, handle: Handle) -> dict[str, Any] | None:
+        try:
+            attrs: dict[str, Any] = self.client.api.inspect_container(handle.id)
+            return attrs
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as e:
+            raise RuntimeBackendError(f"Docker engine error inspecting {handle.data.get('docker_name')}: {e}") from e
+
+    def status(self, handle: Handle) -> ContainerState:
+        d = handle.data
+        attrs = self._inspect(handle)
+        if attrs is None:
+            return ContainerState(
+                "missing", failure="the container vanished (removed outside murphy, or the Docker engine lost it)",
+                log_tail=logfile.tail(d["log"]), stage=self._stage(d))
+        st = attrs.get("State") or {}
+        started, ended = _epoch(st.get("StartedAt")), _epoch(st.get("FinishedAt"))
+        status = st.get("Status")
+        if status in ("created",):
+            return ContainerState("pending", stage=self._stage(d))
+        if status in ("running", "restarting", "paused", "removing") and not (status == "removing" and ended):
+            return ContainerState("running", started_at=started, stage=self._stage(d))
+        code = st.get("ExitCode")
+        self._sync(handle)
+        failure = self._failure(d)
+        if st.get("OOMKilled"):
+            failure = (f"OutOfMemoryError: the container ran out of memory (limit {_gib(attrs)} for "
+                       f"{d.get('instance_type')}); use an instance type with more memory or use less. "
+                       + (failure or "")).strip()
+        elif failure is None and st.get("Error"):
+            failure = str(st["Error"])
+        elif failure is None and isinstance(code, int) and code > 128:
+            failure = f"the container was killed by {_signal_name(code - 128)} ({code - 128})"
+        return ContainerState("exited", exit_code=code, failure=failure, log_tail=logfile.tail(d["log"]),
+                              started_at=started, ended_at=ended, stage=self._stage(d))
+
+    @staticmethod
+    def _stage(d: Mapping[str, Any]) -> str | None:
+        doc = _read_json(d["stage"])
+        return doc.get("stage") if isinstance(doc, dict) else None
+
+    @staticmethod
+    def _failure(d: Mapping[str, Any]) -> str | None:
+        path = d.get("failure")
+        if not path:
+            return None
+        try:
+            with open(path, "rb") as f:
+                text = f.read(_FAILURE_BYTES).decode("utf-8", errors="replace").strip()
+        except (FileNotFoundError, PermissionError):
+            return None
+        return text or None
+
+    # ---- stop / remove ---------------------------------------------------------------------
+
+    def stop(self, handle: Handle, *, force: bool = False) -> None:
+        try:
+            self.client.api.kill(handle.id, signal="SIGKILL" if force else "SIGTERM")
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as e:
+            if e.response is not None and e.response.status_code == 409:
+                return  # not running any more
+            raise RuntimeBackendError(f"cannot signal {handle.data.get('docker_name')}: {e.explanation or e}") from e
+        if force:
+            self._wait_exited(handle)
+
+    def _wait_exited(self, handle: Handle, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.status(handle).phase != "running":
+                return
+            time.sleep(0.02)
+
+    def remove(self, handle: Handle) -> None:
+        self._sync(handle)
+        try:
+            self.client.api.remove_container(handle.id, force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as e:
+            log.warning("cannot remove container %s: %s", handle.data.get("docker_name"), e)
+        opt_ml = handle.data.get("opt_ml")
+        if opt_ml:
+            for sub in (("input", "data"), ("code",)):
+                shutil.rmtree(os.path.join(opt_ml, *sub), ignore_errors=True)
+
+    # ---- logs ------------------------------------------------------------------------------
+
+    def _sync(self, handle: Handle) -> None:
+        with self._log_lock(handle):
+            try:
+                sync_logs(self.client.api, handle.id, handle.data["log"], handle.data["log_state"])
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                log.warning("cannot copy the log of %s: %s", handle.data.get("docker_name"), e)
+
+    def _log_lock(self, handle: Handle) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(handle.data["log"], threading.Lock())
+
+    def read_logs(self, handle: Handle, cursor: int = 0, limit: int = 10_000) -> LogPage:
+        self._sync(handle)
+        return logfile.read_page(handle.data["log"], cursor, limit)
+
+
+def _gib(attrs: Mapping[str, Any]) -> str:
+    mem = (attrs.get("HostConfig") or {}).get("Memory") or 0
+    return f"{mem / (1 << 30):.3g} GiB" if mem else "none"
+
+
+def default_user() -> str:
+    """The images' own non-root user when the service is root; else the service's uid:gid."""
+    if os.geteuid() == 0:
+        return spec.IMAGE_USER
+    return f"{os.getuid()}:{os.getgid()}"
