@@ -158,3 +158,12 @@ def test_rfc3339_ns() -> None:
     assert rfc3339_ns("1970-01-01T01:00:00+01:00") == 0
     with pytest.raises(ValueError):
         rfc3339_ns("yesterday")
+
+
+def test_docs_instance_table_is_current() -> None:
+    from pathlib import Path
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    table = markdown_table(list(model.shape_for("TrainingInstanceType").enum))  # type: ignore[attr-defined]
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "instance-types.md").read_text()
+    assert table in doc, "regenerate docs/instance-types.md: python -m murphy.runtimes.instances"
