@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint bench clean servers
+.PHONY: setup demo test test-fast lint bench clean servers images images-cpu
 
 setup: $(STAMP)
 
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch is pinned and installed first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[dev,s3,torch,service,postgres]" "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e ".[dev,s3,torch,service,postgres,docker]" "$(TORCH_PIN)"
 	touch $(STAMP)
 
 demo: setup
@@ -41,6 +41,26 @@ bench: setup
 	$(PY) benchmarks/rule_quality/run.py
 	$(PY) benchmarks/api_load.py --paced 100
 	$(PY) benchmarks/launch_latency.py
+
+# Container images, built locally without a registry (infra/images/build.sh; needs a running Docker
+# engine, and root for the first debootstrap of murphy/base). images-cpu leaves out the multi-GB CUDA
+# image murphy/pytorch-gpu.
+images: setup
+	infra/images/build.sh all
+
+images-cpu: setup
+	infra/images/build.sh base python pytorch-cpu demo rules
+
+# The one-command local deployment (docs/deployment.md): murphy with the Docker runtime,
+# SeaweedFS (S3) and PostgreSQL on 127.0.0.1, through docker compose when it works, else as
+# plain processes (MURPHY_UP_MODE=compose|processes|auto). `make down` keeps the data;
+# `make down PURGE=1` removes it.
+.PHONY: up down
+up: setup
+	infra/compose/up.sh
+
+down:
+	PURGE=$(PURGE) infra/compose/down.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
