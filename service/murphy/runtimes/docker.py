@@ -296,9 +296,9 @@ class DockerRuntime:
         st = attrs.get("State") or {}
         started, ended = _epoch(st.get("StartedAt")), _epoch(st.get("FinishedAt"))
         status = st.get("Status")
-        if status in ("created",):
+        if status == "created":
             return ContainerState("pending", stage=self._stage(d))
-        if status in ("running", "restarting", "paused", "removing") and not (status == "removing" and ended):
+        if st.get("Running") or status in ("running", "restarting", "paused"):
             return ContainerState("running", started_at=started, stage=self._stage(d))
         code = st.get("ExitCode")
         self._sync(handle)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound", "NoSuchBucket"}
+_BOTO3_THREADS = 16
+_BOTO3_BATCH = 128
 
 
 @contextmanager
@@ -213,6 +216,45 @@ class S3ObjectStore:
             log.warning("S3 fast GET path disabled for %s (%s); using boto3", self.uri, why)
             getter.disabled = True
         return data
+
+    def get_many(self, keys: Sequence[str]) -> Generator[tuple[str, bytes | None], None, None]:
+        """``(key, whole object)`` for each key, in order; None for a key that does not exist.
+
+        Other errors raise as :meth:`get` would. On the fast path the GETs go out together over
+        up to 16 kept-alive sockets (:mod:`murphy.storage.s3batch`); a key that gets no plain
+        answer there (200 or 404) is repeated through :meth:`get`. Otherwise up to 16 boto3 GETs
+        run at a time. About 128 objects are held at most.
+        """
+        fast = self._conn.fast()
+        done = 0
+        if fast is not None:
+            answers = fast.get_many(self._bucket, [self._full(k) for k in keys])
+            try:
+                for key, (status, body) in zip(keys, answers, strict=True):
+                    if status == 200:
+                        yield key, body
+                    elif status == 404:
+                        yield key, None
+                    else:
+                        yield key, self._get_or_none(key)
+                    done += 1
+                    if fast.disabled:  # that get() went to boto3 and kept the store there
+                        break
+            finally:
+                answers.close()
+        rest = keys[done:]
+        if not rest:
+            return
+        with ThreadPoolExecutor(min(_BOTO3_THREADS, len(rest))) as pool:
+            for i in range(0, len(rest), _BOTO3_BATCH):
+                chunk = rest[i : i + _BOTO3_BATCH]
+                yield from zip(chunk, pool.map(self._get_or_none, chunk), strict=True)
+
+    def _get_or_none(self, key: str) -> bytes | None:
+        try:
+            return self.get(key)
+        except ObjectNotFound:
+            return None
 
     def put(self, key: str, data: bytes) -> None:
         # A single PutObject is atomic on S3: readers never see a partial object.

@@ -13,6 +13,8 @@ endpoints, client certificates, no credentials), and every call raises :class:`F
 response it does not understand (3xx, 4xx other than 404/416), upon which the store repeats the
 request through boto3: redirects to another region, clock skew and real access errors are then
 handled, and mapped, exactly as before. Connection errors and 5xx are retried here (bounded).
+:meth:`FastS3.get_many` sends many GETs at once over sockets of its own
+(:mod:`murphy.storage.s3batch`); what gets no plain answer there is repeated one at a time.
 
 The signer follows the SigV4 spec for S3 (single URI encoding, no path normalisation, signed
 payload hash of the empty body); a test checks it byte-for-byte against botocore's
@@ -29,10 +31,12 @@ import threading
 import time
 import urllib.request
 import xml.etree.ElementTree as ET
+from collections.abc import Generator, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote_plus, urlsplit
 
 from murphy.exceptions import ObjectNotFound, StorageError
+from murphy.storage.s3batch import UNSURE, Pipeline
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 ATTEMPTS = 4  # connection errors and 5xx: the first try plus three retries
@@ -181,6 +185,9 @@ class FastS3:
         self._signer = SigV4Signer(region)
         context = ssl.create_default_context(cafile=cafile) if parts.scheme == "https" else None
         self._pool = ConnectionPool(parts.scheme, parts.hostname, parts.port, timeout, context)
+        self._pipeline = Pipeline(
+            parts.hostname, parts.port or default_port, context=context, server_hostname=parts.hostname, timeout=timeout
+        )
         self.disabled = False
 
     @classmethod
@@ -256,6 +263,25 @@ class FastS3:
             raise ObjectNotFound(label)
         raise FallBack(f"GET: HTTP {status}")
 
+    def get_many(self, bucket: str, keys: Sequence[str]) -> Generator[tuple[int, bytes], None, None]:
+        """(status, body) of a whole-object GET of each key, in order, pipelined over a few
+        sockets (:mod:`murphy.storage.s3batch`). Status 0 (``UNSURE``): no usable answer came;
+        the caller repeats that key with :meth:`get`. Other statuses are the server's, unchecked.
+        """
+        if "--x-s3" in bucket or ":" in bucket:
+            for _ in keys:
+                yield UNSURE, b""
+            return
+
+        def request(i: int) -> bytes:
+            path = f"{self._base}/{bucket}/{quote(keys[i], safe='/~')}"
+            headers = self._signer.sign(self._frozen(), "GET", self._host, path, "", {})
+            lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            return f"GET {path} HTTP/1.1\r\n{lines}\r\n".encode("latin-1")
+
+        for _, status, body in self._pipeline.get_all(len(keys), request):
+            yield status, body
+
     def exists(self, bucket: str, key: str) -> bool:
         """HEAD: True on 200, False on 404; FallBack otherwise."""
         status, _ = self._send("HEAD", bucket, key, {}, {})
@@ -280,6 +306,7 @@ class FastS3:
 
     def close(self) -> None:
         self._pool.close()
+        self._pipeline.close()
 
 
 def _proxied(endpoint_url: str) -> bool:

@@ -10,16 +10,19 @@ progress; it is still retried on the next few refreshes in case a non-atomic sto
 early, then given up on.
 
 Files are parsed by one :class:`~murphy.tensorio.index.IndexParser` per trial (files with equal
-payloads share a table). On remote stores (anything but a local directory or memory) new index
-files are fetched ``INDEX_FETCH_THREADS`` at a time, then parsed and yielded in key order.
+payloads share a table). A store with a batch GET (``get_many``: S3 sends the requests together
+over a few kept-alive sockets) is given all new keys at once; on other remote stores (anything
+but a local directory or memory) they are fetched ``INDEX_FETCH_THREADS`` at a time. Either way
+they are parsed and yielded in key order.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from murphy.exceptions import CorruptIndex, ObjectNotFound
 from murphy.storage.base import ObjectStore
@@ -34,6 +37,13 @@ CORRUPT_INDEX_RETRIES = 3
 _NEVER_TOKEN = 1 << 62
 INDEX_FETCH_THREADS = 16
 _BATCH = 256
+
+
+@runtime_checkable
+class BatchGetter(Protocol):
+    """A store that fetches many whole objects at once (None: the key does not exist)."""
+
+    def get_many(self, keys: Sequence[str]) -> Iterator[tuple[str, bytes | None]]: ...
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,12 @@ class IndexScanner:
                 continue
             wanted.append((key, *parsed))
         if not wanted:
+            return
+        if isinstance(self._store, BatchGetter) and len(wanted) > 1:
+            for (key, step, worker), (_, data) in zip(wanted, self._store.get_many([k for k, _, _ in wanted]), strict=True):
+                found = self._parse(key, step, worker, data)
+                if found is not None:
+                    yield found
             return
         if not self._concurrent or len(wanted) == 1:
             for key, step, worker in wanted:
