@@ -18,16 +18,14 @@ How isolation, resources and the S3 gateway are set up: :mod:`murphy.runtimes.do
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import shutil
-import signal
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +36,7 @@ from docker.models.containers import Container
 from murphy.exceptions import RuntimeBackendError
 from murphy.jobs.model import Handle
 from murphy.runtimes import docker_spec as spec
-from murphy.runtimes import logfile
+from murphy.runtimes import files, logfile
 from murphy.runtimes.base import ContainerState, LogPage, Plan, RulePlan, TrainingPlan
 from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
 from murphy.runtimes.docker_logs import rfc3339_ns, sync_logs
@@ -47,15 +45,6 @@ from murphy.storage import gateway
 
 log = logging.getLogger(__name__)
 _IN_IMAGE_PYTHON = "python"
-_FAILURE_BYTES = 64 * 1024
-
-
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (FileNotFoundError, ValueError):
-        return None
 
 
 def _epoch(ts: str | None) -> float | None:
@@ -66,13 +55,6 @@ def _epoch(ts: str | None) -> float | None:
         return rfc3339_ns(ts) / 1e9
     except ValueError:
         return None
-
-
-def _signal_name(n: int) -> str:
-    try:
-        return signal.Signals(n).name
-    except ValueError:
-        return f"signal {n}"
 
 
 class DockerRuntime:
@@ -164,20 +146,11 @@ class DockerRuntime:
         cdir = self.root_dir / plan.container_name
         cdir.mkdir(parents=True, exist_ok=True)
         name = spec.container_name(self.rid, plan.container_name)
-        with self._exclusive(cdir):
+        with files.exclusive(cdir):
             existing = self._find(name)
             if existing is not None:
                 return self._handle(plan, cdir, name, existing.id or "")
             return self._create(plan, entry, image, cdir, name)
-
-    @contextlib.contextmanager
-    def _exclusive(self, cdir: Path) -> Iterator[None]:
-        with open(cdir / ".launch.lock", "a+b") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
 
     def _find(self, name: str) -> Container | None:
         try:
@@ -292,17 +265,17 @@ class DockerRuntime:
         if attrs is None:
             return ContainerState(
                 "missing", failure="the container vanished (removed outside murphy, or the Docker engine lost it)",
-                log_tail=logfile.tail(d["log"]), stage=self._stage(d))
+                log_tail=logfile.tail(d["log"]), stage=files.stage(d))
         st = attrs.get("State") or {}
         started, ended = _epoch(st.get("StartedAt")), _epoch(st.get("FinishedAt"))
         status = st.get("Status")
         if status == "created":
-            return ContainerState("pending", stage=self._stage(d))
+            return ContainerState("pending", stage=files.stage(d))
         if st.get("Running") or status in ("running", "restarting", "paused"):
-            return ContainerState("running", started_at=started, stage=self._stage(d))
+            return ContainerState("running", started_at=started, stage=files.stage(d))
         code = st.get("ExitCode")
         self._sync(handle)
-        failure = self._failure(d)
+        failure = files.failure(d)
         if st.get("OOMKilled"):
             failure = (f"OutOfMemoryError: the container ran out of memory (limit {_gib(attrs)} for "
                        f"{d.get('instance_type')}); use an instance type with more memory or use less. "
@@ -310,26 +283,9 @@ class DockerRuntime:
         elif failure is None and st.get("Error"):
             failure = str(st["Error"])
         elif failure is None and isinstance(code, int) and code > 128:
-            failure = f"the container was killed by {_signal_name(code - 128)} ({code - 128})"
+            failure = f"the container was killed by {files.signal_name(code - 128)} ({code - 128})"
         return ContainerState("exited", exit_code=code, failure=failure, log_tail=logfile.tail(d["log"]),
-                              started_at=started, ended_at=ended, stage=self._stage(d))
-
-    @staticmethod
-    def _stage(d: Mapping[str, Any]) -> str | None:
-        doc = _read_json(d["stage"])
-        return doc.get("stage") if isinstance(doc, dict) else None
-
-    @staticmethod
-    def _failure(d: Mapping[str, Any]) -> str | None:
-        path = d.get("failure")
-        if not path:
-            return None
-        try:
-            with open(path, "rb") as f:
-                text = f.read(_FAILURE_BYTES).decode("utf-8", errors="replace").strip()
-        except (FileNotFoundError, PermissionError):
-            return None
-        return text or None
+                              started_at=started, ended_at=ended, stage=files.stage(d))
 
     # ---- stop / remove ---------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ runtime instance re-attaches from it. Instance types are not enforced (no CPU/me
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -27,13 +26,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from murphy.exceptions import RuntimeBackendError
 from murphy.jobs.model import Handle
-from murphy.runtimes import logfile, procfs
+from murphy.runtimes import files, logfile, procfs
 from murphy.runtimes.base import ContainerState, LogPage, Plan, TrainingPlan
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.layout import (
@@ -43,16 +42,7 @@ from murphy.runtimes.layout import (
     write_training_layout,
 )
 
-_TAIL_BYTES = 64 * 1024
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
-
-
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (FileNotFoundError, ValueError):
-        return None
 
 
 def _write_json(path: str, doc: Any) -> None:
@@ -74,13 +64,6 @@ def _create_json(path: str, doc: Any) -> bool:
         return False
     finally:
         os.unlink(tmp)
-
-
-def _signal_name(n: int) -> str:
-    try:
-        return signal.Signals(n).name
-    except ValueError:
-        return f"signal {n}"
 
 
 class ProcessRuntime:
@@ -108,23 +91,14 @@ class ProcessRuntime:
         argv = program_argv(plan, entry, self.python)
         cdir = self.root_dir / plan.container_name
         cdir.mkdir(parents=True, exist_ok=True)
-        with self._exclusive(cdir):
-            existing = _read_json(str(cdir / "handle.json"))
+        with files.exclusive(cdir):
+            existing = files.read_json(str(cdir / "handle.json"))
             if existing is not None:
                 return Handle(runtime=existing["runtime"], id=existing["id"], data=existing["data"])
             try:
                 return self._start(cdir, plan, entry, argv)
             except OSError as e:
                 raise RuntimeBackendError(f"cannot start container {plan.container_name}: {e}") from e
-
-    @contextlib.contextmanager
-    def _exclusive(self, cdir: Path) -> Iterator[None]:
-        with open(cdir / ".launch.lock", "a+b") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
 
     def _start(self, cdir: Path, plan: Plan, entry: Any, argv: list[str]) -> Handle:
         d = str(cdir)
@@ -167,43 +141,26 @@ class ProcessRuntime:
 
     def status(self, handle: Handle) -> ContainerState:
         d = handle.data
-        ended = _read_json(d["exit"])
+        ended = files.read_json(d["exit"])
         if ended is None:
             self._reap()
             if procfs.alive(d["pid"], d["start_time"]):
-                return ContainerState("running", started_at=d.get("started_at"), stage=self._stage(d))
-            ended = _read_json(d["exit"])  # it may have ended between the two looks
+                return ContainerState("running", started_at=d.get("started_at"), stage=files.stage(d))
+            ended = files.read_json(d["exit"])  # it may have ended between the two looks
         if ended is None:
             return ContainerState(
                 "missing", failure="the container process vanished (killed without a trace, or the host restarted)",
-                log_tail=self._tail(d), started_at=d.get("started_at"), stage=self._stage(d),
+                log_tail=self._tail(d), started_at=d.get("started_at"), stage=files.stage(d),
             )
         sig = ended.get("signal")
         code = ended.get("exit_code")
         if code is None:
             code = 128 + sig if sig else None
-        failure = self._failure(d)
+        failure = files.failure(d)
         if failure is None and sig:
-            failure = f"the container was killed by {_signal_name(sig)} ({sig})"
+            failure = f"the container was killed by {files.signal_name(sig)} ({sig})"
         return ContainerState("exited", exit_code=code, failure=failure, log_tail=self._tail(d),
-                              started_at=d.get("started_at"), ended_at=ended.get("ended_at"), stage=self._stage(d))
-
-    @staticmethod
-    def _stage(d: Mapping[str, Any]) -> str | None:
-        doc = _read_json(d["stage"])
-        return doc.get("stage") if isinstance(doc, dict) else None
-
-    @staticmethod
-    def _failure(d: Mapping[str, Any]) -> str | None:
-        path = d.get("failure")
-        if not path:
-            return None
-        try:
-            with open(path, "rb") as f:
-                text = f.read(_TAIL_BYTES).decode("utf-8", errors="replace").strip()
-        except FileNotFoundError:
-            return None
-        return text or None
+                              started_at=d.get("started_at"), ended_at=ended.get("ended_at"), stage=files.stage(d))
 
     @staticmethod
     def _tail(d: Mapping[str, Any]) -> str:
