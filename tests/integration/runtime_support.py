@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import io
 import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from murphy.jobs.model import Handle
+from murphy.runtimes.base import ContainerState, RulePlan, Runtime, TrainingPlan
 
 DEMO = "murphy/linear-regression-demo:latest"
 PYTORCH = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1.0-cpu-py310"
@@ -71,3 +77,47 @@ def tarball(files: dict[str, str]) -> bytes:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+class RuntimeEnv:
+    """A runtime under test with local buckets holding a script-mode source and two channels;
+    subclasses say which runtime (``runtime``) and how to clean up (``close``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.buckets = root / "buckets"
+        self.root = root / "containers"
+        for key, text in {"src/sourcedir.tar.gz": None, "data/train/a.csv": "1,2\n", "data/train/sub/b.csv": "3,4\n",
+                          "data/one.csv": "5,6\n"}.items():
+            path = self.buckets / "b" / key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(tarball({"train.py": TRAIN_PY}) if text is None else text.encode())
+        self.rt = self.runtime()
+        self.handles: list[Handle] = []
+
+    def runtime(self, **options: Any) -> Any:
+        raise NotImplementedError
+
+    def bucket(self, key: str) -> Path:
+        return self.buckets / "b" / key
+
+    def launch(self, plan: TrainingPlan | RulePlan, rt: Runtime | None = None) -> Handle:
+        h = (rt or self.rt).launch(plan)
+        self.handles.append(h)
+        return h
+
+    def wait(self, h: Handle, timeout: float = 120, rt: Runtime | None = None) -> ContainerState:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = (rt or self.rt).status(h)
+            if st.phase not in ("running", "pending"):
+                return st
+            time.sleep(0.05)
+        raise AssertionError(f"{h.data['container_name']} still running after {timeout}s")
+
+    def wait_log(self, h: Handle, text: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(e.message == text for e in self.rt.read_logs(h).events):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} never logged by {h.data['container_name']}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_support import DEMO, PYTORCH, RULES, TRAIN_PY, tarball
+from runtime_support import DEMO, PYTORCH, RULES, TRAIN_PY, RuntimeEnv, tarball
 
 import servers
 from murphy.jobs.model import Handle
@@ -29,47 +29,14 @@ from murphy.runtimes.docker_spec import DockerOptions, StoreAccess
 pytestmark = pytest.mark.docker
 
 
-class Env:
+class Env(RuntimeEnv):
     def __init__(self, root: Path, client: Any) -> None:
         self.client = client
-        self.buckets = root / "buckets"
-        self.root = root / "containers"
-        for key, text in {"src/sourcedir.tar.gz": None, "data/train/a.csv": "1,2\n", "data/train/sub/b.csv": "3,4\n",
-                          "data/one.csv": "5,6\n"}.items():
-            path = self.buckets / "b" / key
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(tarball({"train.py": TRAIN_PY}) if text is None else text.encode())
-        self.rt = self.runtime()
-        self.handles: list[Handle] = []
+        super().__init__(root)
 
     def runtime(self, **options: Any) -> DockerRuntime:
         opts = DockerOptions(**options) if options else None
         return DockerRuntime(self.root, ImageCatalog(), StoreAccess(buckets_dir=str(self.buckets)), options=opts)
-
-    def bucket(self, key: str) -> Path:
-        return self.buckets / "b" / key
-
-    def launch(self, plan: TrainingPlan | RulePlan, rt: DockerRuntime | None = None) -> Handle:
-        h = (rt or self.rt).launch(plan)
-        self.handles.append(h)
-        return h
-
-    def wait(self, h: Handle, timeout: float = 120, rt: DockerRuntime | None = None) -> ContainerState:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            st = (rt or self.rt).status(h)
-            if st.phase not in ("running", "pending"):
-                return st
-            time.sleep(0.1)
-        raise AssertionError(f"{h.data['container_name']} still running after {timeout}s")
-
-    def wait_log(self, h: Handle, text: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(e.message == text for e in self.rt.read_logs(h).events):
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never logged by {h.data['container_name']}")
 
     def close(self) -> None:
         for h in self.handles:

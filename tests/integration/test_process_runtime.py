@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_support import DEMO, PYTORCH, RULES, TRAIN_PY, tarball
+from runtime_support import DEMO, PYTORCH, RULES, TRAIN_PY, RuntimeEnv, tarball
 
 import servers
 from murphy.exceptions import RuntimeBackendError
@@ -27,45 +27,9 @@ from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.process import ProcessRuntime
 
 
-class Env:
-    def __init__(self, root: Path) -> None:
-        self.buckets = root / "buckets"
-        self.root = root / "containers"
-        self.rt = self.runtime()
-        self.handles: list[Handle] = []
-        for key, text in {"src/sourcedir.tar.gz": None, "data/train/a.csv": "1,2\n", "data/train/sub/b.csv": "3,4\n",
-                          "data/one.csv": "5,6\n"}.items():
-            path = self.buckets / "b" / key
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(tarball({"train.py": TRAIN_PY}) if text is None else text.encode())
-
-    def runtime(self) -> ProcessRuntime:
+class Env(RuntimeEnv):
+    def runtime(self, **options: Any) -> ProcessRuntime:
         return ProcessRuntime(self.root, ImageCatalog(), {"MURPHY_S3_LOCAL_ROOT": str(self.buckets)})
-
-    def bucket(self, key: str) -> Path:
-        return self.buckets / "b" / key
-
-    def launch(self, plan: TrainingPlan | RulePlan) -> Handle:
-        h = self.rt.launch(plan)
-        self.handles.append(h)
-        return h
-
-    def wait(self, h: Handle, timeout: float = 60) -> ContainerState:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            st = self.rt.status(h)
-            if st.phase != "running":
-                return st
-            time.sleep(0.05)
-        raise AssertionError(f"{h.data['container_name']} still running after {timeout}s")
-
-    def wait_log(self, h: Handle, text: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(e.message == text for e in self.rt.read_logs(h).events):
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} never logged by {h.data['container_name']}")
 
     def close(self) -> None:
         for h in self.handles:
