@@ -177,10 +177,8 @@ class DockerRuntime:
         inherited = spec.passed_env(self._environ)
         if isinstance(plan, RulePlan):
             return rule_env(plan, base, inherited)
-        for stale in ("stage.json",):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(cdir / "run" / stale)
         (cdir / "run").mkdir(exist_ok=True)
+        (cdir / "run" / "stage.json").unlink(missing_ok=True)  # from a launch that died before its container
         cpus, gpus = spec.cpus_for(plan, self.host())
         view = ContainerView(spec.OPT_ML, spec.STAGE_FILE, inherited, cpus, gpus)
         _, env = write_training_layout(str(cdir), plan, entry, _IN_IMAGE_PYTHON, base, view=view)
