@@ -99,23 +99,47 @@ class CallbackTimer:
             setattr(owner, attr, orig)
 
 
+class Job:
+    """One training job: the model, its data and optimizer, and (with ``impl``) a hook on it."""
+
+    def __init__(self, impl: str | None, row: str | None) -> None:
+        torch.manual_seed(0)
+        gen = torch.Generator().manual_seed(1)
+        self.data = [(torch.randn(BATCH, 1, 28, 28, generator=gen), torch.randint(0, 10, (BATCH,), generator=gen))
+                     for _ in range(8)]
+        self.model, self.loss_fn = Net(), nn.CrossEntropyLoss()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        self.i = 0
+        self.hook: Any = None
+        self.out_dir: str | None = None
+        if impl is not None and row is not None:
+            Hook, SaveConfig, ReductionConfig, modes = _api(impl)
+            interval, colls, red, save_all = ROWS[row]
+            self.out_dir = tempfile.mkdtemp(prefix=f"bench-{impl}-")
+            self.hook = Hook(out_dir=self.out_dir + "/run", save_config=SaveConfig(save_interval=interval),
+                             reduction_config=ReductionConfig(**red), include_collections=colls, save_all=save_all)
+            self.hook.register_module(self.model)
+            self.hook.register_loss(self.loss_fn)
+            self.hook.set_mode(modes.TRAIN)
+
+    def step(self) -> None:
+        x, y = self.data[self.i % len(self.data)]
+        self.i += 1
+        loss = self.loss_fn(self.model(x), y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+    def close(self) -> None:
+        if self.hook is not None:
+            self.hook.close()
+        if self.out_dir is not None:
+            shutil.rmtree(self.out_dir, ignore_errors=True)
+
+
 def train(steps: int, impl: str | None, row: str | None, timer: CallbackTimer | None = None) -> dict[str, Any]:
     """One run; returns ms/step (hook close included) and, with a timer, per-step callback times."""
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(1)
-    data = [(torch.randn(BATCH, 1, 28, 28, generator=gen), torch.randint(0, 10, (BATCH,), generator=gen)) for _ in range(8)]
-    model, loss_fn = Net(), nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    hook, out_dir = None, None
-    if impl is not None and row is not None:
-        Hook, SaveConfig, ReductionConfig, modes = _api(impl)
-        interval, colls, red, save_all = ROWS[row]
-        out_dir = tempfile.mkdtemp(prefix=f"bench-{impl}-")
-        hook = Hook(out_dir=out_dir + "/run", save_config=SaveConfig(save_interval=interval),
-                    reduction_config=ReductionConfig(**red), include_collections=colls, save_all=save_all)
-        hook.register_module(model)
-        hook.register_loss(loss_fn)
-        hook.set_mode(modes.TRAIN)
+    job = Job(impl, row)
     per_step: list[float] = []
     t0 = 0.0
     for i in range(WARMUP + steps):
@@ -123,20 +147,52 @@ def train(steps: int, impl: str | None, row: str | None, timer: CallbackTimer | 
             t0 = time.perf_counter()
         if timer is not None:
             timer.acc = 0.0
-        x, y = data[i % len(data)]
-        loss = loss_fn(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        job.step()
         if timer is not None and i >= WARMUP:
             per_step.append(timer.acc)
     t_close = time.perf_counter()
-    if hook is not None:
-        hook.close()
+    if job.hook is not None:
+        job.hook.close()
     t1 = time.perf_counter()
-    if out_dir is not None:
-        shutil.rmtree(out_dir, ignore_errors=True)
+    job.close()
     return {"ms_per_step": (t1 - t0) * 1e3 / steps, "close_ms": (t1 - t_close) * 1e3, "callback_ms": [x * 1e3 for x in per_step]}
+
+
+def alternating(impl: str, row: str, rounds: int) -> list[dict[str, float]]:
+    """Paired per-step estimate: a hooked job and a plain one live side by side in this interpreter
+    and take turns step by step (the order within each pair alternates), so load drifts of the
+    shared machine hit both alike. One round = one save interval of each (the hooked job saves
+    once per round). The hook's background threads run while either job trains, so their CPU time
+    over the round (process CPU minus this thread's) is charged to the hooked job: an upper bound
+    on what they cost it, whichever job they slowed. Returns per-round sums in ms."""
+    interval = ROWS[row][0]
+    plain, hooked = Job(None, None), Job(impl, row)
+    clock = time.perf_counter
+    try:
+        for _ in range(interval):  # warm both; the hooked job is then one interval in
+            plain.step()
+            hooked.step()
+        out = []
+        for _ in range(rounds):
+            h = p = 0.0
+            other0 = time.process_time() - time.thread_time()
+            for i in range(interval):
+                first, second = (hooked, plain) if i % 2 == 0 else (plain, hooked)
+                t0 = clock()
+                first.step()
+                t1 = clock()
+                second.step()
+                t2 = clock()
+                if first is hooked:
+                    h, p = h + (t1 - t0), p + (t2 - t1)
+                else:
+                    p, h = p + (t1 - t0), h + (t2 - t1)
+            other = time.process_time() - time.thread_time() - other0
+            out.append({"hook_ms": h * 1e3, "plain_ms": p * 1e3, "other_threads_ms": other * 1e3})
+        return out
+    finally:
+        hooked.close()
+        plain.close()
 
 
 def main() -> None:
@@ -144,6 +200,8 @@ def main() -> None:
     ap.add_argument("--impl", choices=["murphy", "smdebug"], required=True)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=30,
+                    help="rounds of the step-alternating estimate (rows saving every N>1 steps; 0: skip)")
     args = ap.parse_args()
     torch.set_num_threads(1)  # one core for training; the other is free for a background writer
     # Warm up long enough that the first row's baseline is not measured on a cold machine
@@ -159,7 +217,9 @@ def main() -> None:
         with CallbackTimer() as timer:
             timed = train(args.steps, args.impl, row, timer)
         cb = np.array(timed["callback_ms"])
+        interval = ROWS[row][0]
         result["rows"][row] = {
+            "alternating": alternating(args.impl, row, args.rounds) if interval > 1 and args.rounds else [],
             "no_hook_ms": base, "hook_ms": hooked, "close_ms": timed["close_ms"],
             "callback_mean_ms": float(cb.mean()) + timed["close_ms"] / len(cb),
             "callback_p50_ms": float(np.percentile(cb, 50)), "callback_p99_ms": float(np.percentile(cb, 99)),

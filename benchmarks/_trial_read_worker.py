@@ -26,11 +26,25 @@ def _seaweedfs_listing_workaround() -> None:
     S3Handler.list_prefix = staticmethod(list_prefix)  # type: ignore[method-assign]
 
 
+def _smdebug_fork_fix() -> None:
+    """smdebug fetches index files in a fork()ed multiprocessing pool, but its boto3 client is an
+    lru_cache of the parent, already used for the listing: every child inherits the parent's
+    kept-alive socket, so children read each other's responses (wrong bytes) or wait for one that
+    another child consumed (botocore's 60 s read timeout). Clearing the cache in each child gives
+    every child its own client, which is what smdebug meant to do."""
+    import os
+
+    from smdebug.core.access_layer.s3handler import S3Handler
+
+    os.register_at_fork(after_in_child=S3Handler.client.cache_clear)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--impl", choices=["murphy", "smdebug"], required=True)
     ap.add_argument("--value-steps", type=int, default=0, help="read values of the first N steps only (0: all)")
     ap.add_argument("--seaweedfs-workaround", action="store_true")
+    ap.add_argument("--fork-fix", action="store_true", help="smdebug: one boto3 client per pool child")
     ap.add_argument("path")
     args = ap.parse_args()
     t_import = time.perf_counter()
@@ -44,6 +58,8 @@ def main() -> None:
 
         if args.seaweedfs_workaround:
             _seaweedfs_listing_workaround()
+        if args.fork_fix:
+            _smdebug_fork_fix()
     else:
         from murphy.trial import create_trial  # type: ignore[no-redef]
     t0 = time.perf_counter()

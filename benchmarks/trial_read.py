@@ -5,6 +5,9 @@ The trial (1 worker, TRAIN mode, float32 8x16 tensors) is written with murphy's 
 FileWriter). Each reader runs in a fresh process (smdebug in its own venv): time to open the trial
 and list every step, and time to read every value. S3: SeaweedFS started by this script (or
 --s3-endpoint); smdebug needs a one-line listing workaround there (see _trial_read_worker.py).
+On S3, smdebug is timed twice: as shipped, and with its fork()ed-pool bug fixed (one boto3 client
+per pool child; as shipped the children share the parent's socket and hit 60 s read timeouts or
+read each other's responses). The speed-up is against the faster of the two that read correctly.
 
 usage: python benchmarks/trial_read.py [--steps 1000] [--tensors 50] [--s3-value-steps 5] [--no-s3]
 """
@@ -55,13 +58,28 @@ def upload(root: Path, server: Any, bucket: str, prefix: str) -> None:
             client.put_object(Bucket=bucket, Key=f"{prefix}/{p.relative_to(root)}", Body=p.read_bytes())
 
 
-def measure(label: str, path: str, env: dict[str, str], sm_py: str, value_steps: int, sm_extra: list[str]) -> dict[str, Any]:
+def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return bool(a["steps"] == b["steps"] and a["values"] == b["values"] and np.isclose(a["checksum"], b["checksum"], rtol=1e-9))
+
+
+def measure(label: str, path: str, env: dict[str, str], sm_py: str, value_steps: int, sm_extra: list[str],
+            fork_fix: bool = False) -> dict[str, Any]:
+    """murphy, then smdebug as shipped, then (S3) smdebug with its fork bug fixed. smdebug as shipped
+    may return wrong values on S3 (see _trial_read_worker._smdebug_fork_fix): that is recorded, not
+    fatal; any other disagreement is."""
     vs = ["--value-steps", str(value_steps)]
     m = run_json([sys.executable, WORKER, "--impl", "murphy", *vs, path], env=env)
     s = run_json([sm_py, WORKER, "--impl", "smdebug", *vs, *sm_extra, path], env=env)
-    if m["steps"] != s["steps"] or m["values"] != s["values"] or not np.isclose(m["checksum"], s["checksum"], rtol=1e-9):
-        sys.exit(f"{label}: readers disagree: murphy {m} vs smdebug {s}")
-    return {"label": label, "murphy": m, "smdebug": s}
+    s["correct"] = _agree(m, s)
+    out = {"label": label, "murphy": m, "smdebug": s}
+    if fork_fix:
+        f = run_json([sm_py, WORKER, "--impl", "smdebug", *vs, *sm_extra, "--fork-fix", path], env=env)
+        f["correct"] = _agree(m, f)
+        out["smdebug_fixed"] = f
+    fair = out.get("smdebug_fixed", s)
+    if not fair["correct"]:
+        sys.exit(f"{label}: readers disagree: murphy {m} vs smdebug {fair}")
+    return out
 
 
 def _start_s3(endpoint: str | None) -> Any:
@@ -101,7 +119,7 @@ def main() -> None:
                 upload(tmp / "trial", server, bucket, "trial")
                 s3env = {**env, **server.env()}
                 results.append(measure(f"s3 ({server.name})", f"s3://{bucket}/trial", s3env, sm_py,
-                                       args.s3_value_steps, ["--seaweedfs-workaround"]))
+                                       args.s3_value_steps, ["--seaweedfs-workaround"], fork_fix=True))
             finally:
                 server.stop()
     finally:
@@ -110,14 +128,22 @@ def main() -> None:
 
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    rows = []
+    """Speed-ups are against the faster correct smdebug: on S3 that is smdebug with its fork bug
+    fixed, so the verdict never credits murphy with smdebug's 60 s timeouts."""
+    rows, speedups = [], []
     for r in results:
-        m, s = r["murphy"], r["smdebug"]
-        rows.append([r["label"], "open + list steps", f"{m['steps']} steps", f"{m['list_s']:.3f}", f"{s['list_s']:.3f}", f"{s['list_s'] / m['list_s']:.1f}x"])
-        rows.append([r["label"], "read every value", f"{m['values']} values", f"{m['values_s']:.3f}", f"{s['values_s']:.3f}", f"{s['values_s'] / m['values_s']:.1f}x"])
+        m, s, f = r["murphy"], r["smdebug"], r.get("smdebug_fixed")
+        for op, key, size in (("open + list steps", "list_s", f"{m['steps']} steps"),
+                              ("read every value", "values_s", f"{m['values']} values")):
+            shipped = f"{s[key]:.3f}" + ("" if s["correct"] else " (wrong values)")
+            fair = min(x[key] for x in (s, f) if x is not None and x["correct"])
+            speedups.append(fair / m[key])
+            rows.append([r["label"], op, size, f"{m[key]:.3f}", shipped, "-" if f is None else f"{f[key]:.3f}",
+                         f"{fair / m[key]:.1f}x"])
     print(f"trial read — {machine()}, {args.steps} steps x {args.tensors} tensors, {time.strftime('%Y-%m-%d')}")
-    print(table(["store", "operation", "size", "murphy s", "smdebug s", "speed-up"], rows))
-    worst = min(min(r["smdebug"]["list_s"] / r["murphy"]["list_s"], r["smdebug"]["values_s"] / r["murphy"]["values_s"]) for r in results)
+    print(table(["store", "operation", "size", "murphy s", "smdebug s (as shipped)", "smdebug s (fork fix)",
+                 "speed-up vs faster smdebug"], rows))
+    worst = min(speedups)
     print(f"target >= 10x faster than smdebug: worst speed-up {worst:.1f}x → {'OK' if worst >= 10 else 'MISSED'}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
