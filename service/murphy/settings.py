@@ -73,6 +73,17 @@ class Settings(BaseSettings):
     #: How often dispatchers look at the outbox without a wake-up (events written by another
     #: process on the same database; in-process writes wake them at once).
     event_poll_interval_s: float = 0.5
+    #: How often the bus re-reads the subscription list, to start delivering for subscriptions
+    #: another process created on the same database and to stop those it deleted.
+    event_subscription_sync_s: float = 2.0
+    #: Outbox retention: older events are deleted (the newest is always kept; 0: keep all).
+    #: A subscription that falls further behind than this misses the deleted events.
+    event_retention_s: float = 7 * 86400.0
+    #: Dead letters that failed longer ago than this are deleted (0: keep all). Letters queued
+    #: for redrive are kept until delivered.
+    dead_letter_retention_s: float = 14 * 86400.0
+    #: How often retention is applied.
+    event_prune_interval_s: float = 3600.0
 
     @property
     def resolved_database_url(self) -> str:

@@ -4,6 +4,7 @@ in the record's transaction, subscriptions with cursors, dead letters."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -250,6 +251,56 @@ def test_dead_letters_add_list_redrive_remove(store: JobStore) -> None:
 
     store.delete_subscription("sub-alpha")
     assert [d.subscription_id for d in store.list_dead_letters()] == ["sub-beta"]
+
+
+# --- retention ----------------------------------------------------------------------------------
+
+
+def _events(store: JobStore, name: str, count: int) -> None:
+    rec = store.create(make_record(name))
+    statuses = [SecondaryStatus.Training, SecondaryStatus.Uploading, SecondaryStatus.Completed]
+    for i in range(count - 1):
+        rec.transition(statuses[i % len(statuses)], "t", now=1001.0 + i)
+        rec = store.update(rec)
+
+
+def test_pruning_removes_old_events_from_the_front_and_keeps_the_newest(store: JobStore) -> None:
+    store.set_event_builder(Recorder())
+    assert store.prune_events(time.time() + 60) == (0, 0)  # empty outbox
+    _events(store, "job-a", 3)
+    cutoff = time.time()
+    time.sleep(0.02)  # created_at is wall-clock time at commit
+    _events(store, "job-b", 2)
+    rows = store.events_after(0)
+    assert len(rows) == 5
+    assert store.prune_events(0.0) == (0, 0)  # nothing that old
+
+    assert store.prune_events(cutoff + 0.01) == (3, rows[2][0])
+    assert store.events_after(0) == rows[3:]
+    assert store.events_after(rows[1][0]) == rows[3:]  # a cursor inside the pruned range
+    assert store.events_after(rows[3][0]) == rows[4:]
+    assert store.events_after(0, limit=1) == rows[3:4]
+    # Everything is old now, but the newest row stays: seqs never go back.
+    assert store.prune_events(time.time() + 60) == (1, rows[3][0])
+    assert store.events_after(0) == rows[4:]
+    assert store.last_event_seq() == rows[4][0]
+    assert store.prune_events(time.time() + 60) == (0, 0)
+    _events(store, "job-c", 1)
+    assert store.events_after(rows[4][0])[0][0] > rows[4][0]
+    store.create_subscription(_sub("late"))
+    assert store.get_cursor("sub-late") == store.last_event_seq()
+
+
+def test_pruning_dead_letters_keeps_recent_and_queued_ones(store: JobStore) -> None:
+    store.create_subscription(_sub("alpha"))
+    ev = {"id": "e-1"}
+    for seq, failed_at in ((1, 10.0), (2, 20.0), (3, 30.0), (4, 40.0)):
+        store.add_dead_letter(DeadLetter("sub-alpha", seq, ev, 8, "down", failed_at))
+    assert store.redrive_dead_letters("sub-alpha", [2]) == 1
+    assert store.prune_dead_letters(5.0) == 0
+    assert store.prune_dead_letters(35.0) == 2  # 1 and 3; 2 is queued for redelivery
+    assert [d.seq for d in store.list_dead_letters("sub-alpha")] == [4]
+    assert [d.seq for d in store.list_dead_letters("sub-alpha", redriving=True)] == [2]
 
 
 # --- SQL: everything survives a restart -------------------------------------------------------

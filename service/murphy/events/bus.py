@@ -4,11 +4,14 @@ Events are written by the store, in the same transaction as the status change th
 (``JobStore.set_event_builder``); the bus only reads the outbox. ``wake()`` (called by the store
 after a commit that appended events) makes every worker and every ``wait_for_events`` look at
 once; without it they still look every ``event_poll_interval_s`` (events written by another
-process on the same database).
+process on the same database). A housekeeping thread re-reads the subscription list (another
+process may have created or deleted one) and applies the outbox and dead-letter retention.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import secrets
 import threading
@@ -20,11 +23,18 @@ from typing import Any
 
 from murphy.events.dispatcher import CallbackWorker, SubscriptionWorker, Target, make_target
 from murphy.events.patterns import matches, validate_pattern
-from murphy.exceptions import SubscriptionExists, SubscriptionNotFound, ValidationException
+from murphy.exceptions import (
+    StoreError,
+    SubscriptionExists,
+    SubscriptionNotFound,
+    ValidationException,
+)
 from murphy.settings import Settings
 from murphy.store.base import DeadLetter, JobStore, Subscription
 
 __all__ = ["DeadLetter", "EventBus", "Subscription"]
+
+log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _WEBHOOK_KEYS = {"type", "url", "secret"}
@@ -47,6 +57,9 @@ class EventBus:
         self._closed = False
         self._cond = threading.Condition()
         self._generation = 0
+        self._stop_housekeeping = threading.Event()
+        self._housekeeper = threading.Thread(target=self._housekeeping, name="murphy-events-housekeeping",
+                                             daemon=True)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -59,6 +72,7 @@ class EventBus:
             for sub in self.store.list_subscriptions():
                 self._start_worker(sub)
             self._callbacks.start()
+            self._housekeeper.start()
 
     def close(self) -> None:
         with self._lock:
@@ -69,10 +83,12 @@ class EventBus:
         for w in workers:
             w.stop()
         self._callbacks.stop()
+        self._stop_housekeeping.set()
         deadline = time.monotonic() + _CLOSE_WAIT_S
         if started:
             for thread in [*workers, self._callbacks]:
                 thread.join(max(0.0, deadline - time.monotonic()))
+            self._housekeeper.join(max(0.0, deadline - time.monotonic()))
         self.wake()
 
     def wake(self) -> None:
@@ -128,14 +144,70 @@ class EventBus:
 
     def delete_subscription(self, id_or_name: str) -> None:
         sub = self.get_subscription(id_or_name)
-        with self._lock:
-            worker = self._workers.pop(sub.id, None)
-        if worker is not None:
-            worker.stop()  # it may be inside an attempt; it exits when that returns
+        # The row goes first: a subscription sync that starts a worker after this sees no
+        # subscription, and a worker it started just before is popped here.
         try:
             self.store.delete_subscription(sub.id)
         except SubscriptionNotFound:
             raise ValidationException(f"Subscription {id_or_name} does not exist") from None
+        with self._lock:
+            worker = self._workers.pop(sub.id, None)
+        if worker is not None:
+            worker.stop()  # it may be inside an attempt; it exits when that returns
+
+    def sync_subscriptions(self) -> None:
+        """Deliver for subscriptions another process created; stop those it deleted."""
+        subs = {s.id: s for s in self.store.list_subscriptions()}
+        with self._lock:
+            if not self._started or self._closed:
+                return
+            gone = [w for sid, w in self._workers.items() if sid not in subs]
+            for w in gone:
+                del self._workers[w.sub.id]
+            for sid, sub in subs.items():
+                if sid not in self._workers:
+                    # A worker started for a row deleted meanwhile ends at its first read.
+                    self._start_worker(sub)
+        for w in gone:
+            w.stop()
+
+    # --- retention ------------------------------------------------------------------------------
+
+    def prune(self, now: float | None = None) -> tuple[int, int]:
+        """Apply the outbox and dead-letter retention; returns (events, dead letters) deleted."""
+        now = self.clock() if now is None else now
+        s = self.settings
+        events = letters = 0
+        if s.event_retention_s > 0:
+            cursors = {sub.name: sub.id for sub in self.store.list_subscriptions()}
+            behind_at = {}
+            for name, sid in cursors.items():
+                with contextlib.suppress(SubscriptionNotFound):
+                    behind_at[name] = self.store.get_cursor(sid)
+            events, cut = self.store.prune_events(now - s.event_retention_s)
+            behind = sorted(name for name, cursor in behind_at.items() if cursor < cut)
+            if behind:
+                log.warning("events up to seq %d were older than the %.0f s retention and were deleted "
+                            "before subscription(s) %s delivered them", cut, s.event_retention_s,
+                            ", ".join(behind))
+        if s.dead_letter_retention_s > 0:
+            letters = self.store.prune_dead_letters(now - s.dead_letter_retention_s)
+        if events or letters:
+            log.info("retention: deleted %d event(s) and %d dead letter(s)", events, letters)
+        return events, letters
+
+    def _housekeeping(self) -> None:
+        next_prune = 0.0
+        while not self._stop_housekeeping.wait(self.settings.event_subscription_sync_s):
+            try:
+                self.sync_subscriptions()
+                if time.monotonic() >= next_prune:
+                    next_prune = time.monotonic() + self.settings.event_prune_interval_s
+                    self.prune()
+            except StoreError as e:
+                log.warning("event housekeeping: store unavailable: %s", e)
+            except Exception:  # a bug here must not end subscription syncing for good
+                log.exception("event housekeeping failed")
 
     # --- dead letters ---------------------------------------------------------------------------
 

@@ -113,6 +113,12 @@ class JobStore(Protocol):
         """The highest seq in the outbox (0 when empty)."""
         ...
 
+    def prune_events(self, before: float) -> tuple[int, int]:
+        """Delete the outbox rows up to the last one created before ``before`` (the newest row
+        always stays, so ``last_event_seq`` and new seqs never go back). Returns (rows deleted,
+        highest seq deleted; 0 when none)."""
+        ...
+
     # --- events: subscriptions, their cursors and dead letters --------------------------------
 
     def create_subscription(self, sub: Subscription, cursor: int | None = None) -> None:
@@ -157,4 +163,9 @@ class JobStore(Protocol):
 
     def remove_dead_letter(self, subscription_id: str, seq: int) -> None:
         """Forget a dead letter (delivered on redrive). Missing is not an error."""
+        ...
+
+    def prune_dead_letters(self, before: float) -> int:
+        """Delete dead letters that failed before ``before`` and are not queued for redrive;
+        returns how many."""
         ...

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,7 +29,8 @@ class MemoryEvents:
     def __init__(self) -> None:
         # Taken after the store's record lock when appending (never the other way round).
         self._elock = threading.Lock()
-        self._outbox: list[tuple[int, str]] = []
+        self._outbox: list[tuple[int, float, str]] = []  # (seq, created_at, body), seqs contiguous
+        self._last_seq = 0
         self._subs: dict[str, tuple[Subscription, str, str]] = {}  # id -> (sub, pattern, target)
         self._cursors: dict[str, int] = {}
         self._letters: dict[tuple[str, int], _Letter] = {}
@@ -36,21 +38,33 @@ class MemoryEvents:
     def _append(self, events: list[dict[str, Any]], job_name: str) -> int:
         """Append to the outbox (the caller holds the record lock); the last seq, 0 if none."""
         del job_name  # only the SQL store indexes it
+        now = time.time()
         with self._elock:
             for ev in events:
-                seq = (self._outbox[-1][0] if self._outbox else 0) + 1
-                self._outbox.append((seq, json.dumps(ev, separators=(",", ":"))))
-            return self._outbox[-1][0] if events else 0
+                self._last_seq += 1
+                self._outbox.append((self._last_seq, now, json.dumps(ev, separators=(",", ":"))))
+            return self._last_seq if events else 0
 
     def events_after(self, seq: int, limit: int = 100) -> list[tuple[int, dict[str, Any]]]:
         with self._elock:
-            # seqs are 1..n with no gaps here: the row for seq s is at index s - 1.
-            rows = self._outbox[max(0, seq): max(0, seq) + max(0, limit)]
-        return [(s, json.loads(body)) for s, body in rows]
+            # seqs have no gaps here and pruning removes a prefix: seq s is at s - first.
+            first = self._outbox[0][0] if self._outbox else 1
+            start = max(0, seq + 1 - first)
+            rows = self._outbox[start: start + max(0, limit)]
+        return [(s, json.loads(body)) for s, _, body in rows]
 
     def last_event_seq(self) -> int:
         with self._elock:
-            return self._outbox[-1][0] if self._outbox else 0
+            return self._last_seq
+
+    def prune_events(self, before: float) -> tuple[int, int]:
+        with self._elock:
+            n = 0
+            while n < len(self._outbox) - 1 and self._outbox[n][1] < before:
+                n += 1
+            cut = self._outbox[n - 1][0] if n else 0
+            del self._outbox[:n]
+        return n, cut
 
     # --- subscriptions --------------------------------------------------------------------------
 
@@ -60,8 +74,7 @@ class MemoryEvents:
             if sub.id in self._subs or any(s.name == sub.name for s, _, _ in self._subs.values()):
                 raise SubscriptionExists(sub.name)
             self._subs[sub.id] = (sub, pattern, target)
-            end = self._outbox[-1][0] if self._outbox else 0
-            self._cursors[sub.id] = end if cursor is None else cursor
+            self._cursors[sub.id] = self._last_seq if cursor is None else cursor
 
     def _copy(self, entry: tuple[Subscription, str, str]) -> Subscription:
         sub, pattern, target = entry
@@ -126,3 +139,10 @@ class MemoryEvents:
     def remove_dead_letter(self, subscription_id: str, seq: int) -> None:
         with self._elock:
             self._letters.pop((subscription_id, seq), None)
+
+    def prune_dead_letters(self, before: float) -> int:
+        with self._elock:
+            old = [k for k, v in self._letters.items() if v.letter.failed_at < before and not v.redrive]
+            for key in old:
+                del self._letters[key]
+        return len(old)

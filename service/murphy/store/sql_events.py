@@ -123,6 +123,18 @@ class SqlEventsMixin:
         with self._tx("last event seq") as conn:
             return _max_seq(conn)
 
+    def prune_events(self, before: float) -> tuple[int, int]:
+        with self._tx("prune events", write=True) as conn:
+            newest = _max_seq(conn)
+            # Delete a prefix by seq, never a row in the middle: a reader's cursor then always
+            # points at or before the oldest row left.
+            cut = conn.execute(sa.select(sa.func.coalesce(sa.func.max(_out.seq), 0))
+                               .where(_out.created_at < before, _out.seq < newest)).scalar_one()
+            if not cut:
+                return 0, 0
+            gone = conn.execute(event_outbox.delete().where(_out.seq <= cut)).rowcount
+        return int(gone), int(cut)
+
     # --- subscriptions --------------------------------------------------------------------------
 
     def create_subscription(self, sub: Subscription, cursor: int | None = None) -> None:
@@ -221,6 +233,11 @@ class SqlEventsMixin:
         with self._tx("remove dead letter", write=True) as conn:
             conn.execute(event_dead_letters.delete().where(
                 _dead.subscription_id == subscription_id, _dead.seq == seq))
+
+    def prune_dead_letters(self, before: float) -> int:
+        with self._tx("prune dead letters", write=True) as conn:
+            return int(conn.execute(event_dead_letters.delete().where(
+                _dead.failed_at < before, _dead.redrive == sa.false())).rowcount)
 
 
 def _max_seq(conn: Connection) -> int:
