@@ -1,15 +1,23 @@
-"""What the process and Docker runtime tests share: the images, a training script, a tarball."""
+"""What the process and Docker runtime tests share: the images, a training script, a tarball, and
+one adapter per runtime (:class:`ProcessEnv`, :class:`DockerEnv`) that says where the two
+legitimately differ, so the shared tests (test_runtimes_common.py) hold no runtime branches.
+"""
 
 from __future__ import annotations
 
 import io
+import json
+import os
+import signal
 import tarfile
 import time
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
 
 from murphy.jobs.model import Handle
+from murphy.runtimes import procfs
 from murphy.runtimes.base import ContainerState, RulePlan, Runtime, TrainingPlan
+from murphy.runtimes.catalog import ImageCatalog
 
 DEMO = "murphy/linear-regression-demo:latest"
 PYTORCH = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1.0-cpu-py310"
@@ -68,6 +76,18 @@ elif args.mode == "oom":
 '''
 
 
+def script_plan(name: str, mode: str, **extra: Any) -> TrainingPlan:
+    """A script-mode plan running TRAIN_PY in ``mode`` from the ``b`` bucket."""
+    fields: dict[str, Any] = {
+        "container_name": name, "job_name": name, "image": PYTORCH, "environment": {},
+        "hyperparameters": {"sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://b/src/sourcedir.tar.gz"',
+                            "mode": json.dumps(mode), "epochs": "2"},
+        "instance_type": "ml.m5.xlarge", "instance_count": 1, "output_uri": f"s3://b/out/{name}/output",
+    }
+    fields.update(extra)
+    return TrainingPlan(**fields)
+
+
 def tarball(files: dict[str, str]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -81,7 +101,18 @@ def tarball(files: dict[str, str]) -> bytes:
 
 class RuntimeEnv:
     """A runtime under test with local buckets holding a script-mode source and two channels;
-    subclasses say which runtime (``runtime``) and how to clean up (``close``)."""
+    subclasses say which runtime (``runtime``), how to clean up (``close``) and what differs."""
+
+    #: Fields every script-mode plan of this runtime gets (unless the test sets them).
+    plan_defaults: ClassVar[dict[str, Any]] = {}
+    #: ``(phase, exit_code)`` of a container after ``remove``.
+    after_remove: ClassVar[tuple[str, int | None]]
+    #: Seconds the runtime may take to see a vanished container (0: at the first look).
+    vanish_noticed_within: ClassVar[float]
+    #: What still runs of a container right after :meth:`vanish` (see :meth:`leftovers`).
+    survivors_of_vanish: ClassVar[list[str]]
+    #: The phase of a vanished container once ``stop(force=True)`` has run.
+    phase_after_stopping_vanished: ClassVar[str]
 
     def __init__(self, root: Path) -> None:
         self.buckets = root / "buckets"
@@ -96,6 +127,38 @@ class RuntimeEnv:
 
     def runtime(self, **options: Any) -> Any:
         raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def opt_ml(self, h: Handle) -> str:
+        """Where the container's program sees SageMaker's /opt/ml."""
+        raise NotImplementedError
+
+    def in_opt_ml(self, h: Handle, *parts: str) -> str:
+        return str(PurePosixPath(self.opt_ml(h), *parts))
+
+    def check_container(self, h: Handle, image: str, job: str) -> None:
+        """Assert that the container runs ``image`` for ``job``, where the runtime records that."""
+        raise NotImplementedError
+
+    def leftovers(self, h: Handle) -> list[str]:
+        """What of the container still runs, by role, sorted."""
+        raise NotImplementedError
+
+    def vanish(self, h: Handle) -> None:
+        """Make the container disappear behind the runtime's back, and wait until it has."""
+        raise NotImplementedError
+
+    def gone(self, h: Handle, timeout: float = 5) -> bool:
+        """Nothing of the container runs any more, within ``timeout`` (exit is asynchronous)."""
+        deadline = time.monotonic() + timeout
+        while self.leftovers(h) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return not self.leftovers(h)
+
+    def script_plan(self, name: str, mode: str, **extra: Any) -> TrainingPlan:
+        return script_plan(name, mode, **{**self.plan_defaults, **extra})
 
     def bucket(self, key: str) -> Path:
         return self.buckets / "b" / key
@@ -121,3 +184,92 @@ class RuntimeEnv:
                 return
             time.sleep(0.05)
         raise AssertionError(f"{text!r} never logged by {h.data['container_name']}")
+
+
+class ProcessEnv(RuntimeEnv):
+    """The process runtime: a container is a session (shim and toolkit in one process group, the
+    program in its own) with /opt/ml in a host directory."""
+
+    after_remove = ("exited", 0)  # exit.json and the log stay on disk
+    vanish_noticed_within = 5.0  # SIGKILL takes effect asynchronously
+    survivors_of_vanish = ["program"]  # killing the container's group leaves the program's group
+    phase_after_stopping_vanished = "exited"  # stop records the end the shim could not
+
+    def runtime(self, **options: Any) -> Any:
+        from murphy.runtimes.process import ProcessRuntime
+
+        return ProcessRuntime(self.root, ImageCatalog(), {"MURPHY_S3_LOCAL_ROOT": str(self.buckets)})
+
+    def close(self) -> None:
+        for h in self.handles:
+            self.rt.stop(h, force=True)
+
+    def opt_ml(self, h: Handle) -> str:
+        return str(h.data["opt_ml"])
+
+    def check_container(self, h: Handle, image: str, job: str) -> None:
+        pass  # a process has no image or labels; the catalog entry only chose its argv
+
+    @staticmethod
+    def members(h: Handle) -> list[procfs.ProcStat]:
+        return procfs.session_members(h.data["pgid"], h.data["start_time"], f"MURPHY_CONTAINER={h.data['dir']}")
+
+    def leftovers(self, h: Handle) -> list[str]:
+        def role(m: procfs.ProcStat) -> str:
+            if m.pgid != h.data["pgid"]:
+                return "program"
+            return "shim" if m.pid == h.data["pid"] else "toolkit"
+        return sorted(role(m) for m in self.members(h))
+
+    def vanish(self, h: Handle) -> None:
+        os.killpg(h.data["pgid"], signal.SIGKILL)  # the shim and the toolkit; the program lives on
+        deadline = time.monotonic() + 5
+        while any(m.pgid == h.data["pgid"] for m in self.members(h)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+class DockerEnv(RuntimeEnv):
+    """The Docker runtime: a container of the engine, /opt/ml bind-mounted from the host."""
+
+    plan_defaults: ClassVar[dict[str, Any]] = {"account": "111122223333", "region": "us-west-2"}  # labels
+    after_remove = ("missing", None)  # the engine forgets the container; its copied log stays
+    vanish_noticed_within = 0.0  # removal is synchronous
+    survivors_of_vanish: ClassVar[list[str]] = []
+    phase_after_stopping_vanished = "missing"
+
+    def __init__(self, root: Path, client: Any) -> None:
+        self.client = client
+        super().__init__(root)
+
+    def runtime(self, **options: Any) -> Any:
+        # The Docker SDK is an optional dependency: only Docker tests import it.
+        from murphy.runtimes.docker import DockerRuntime
+        from murphy.runtimes.docker_spec import DockerOptions, StoreAccess
+
+        opts = DockerOptions(**options) if options else None
+        return DockerRuntime(self.root, ImageCatalog(), StoreAccess(buckets_dir=str(self.buckets)), options=opts)
+
+    def close(self) -> None:
+        for h in self.handles:
+            self.rt.remove(h)
+        self.rt.close()
+
+    def opt_ml(self, h: Handle) -> str:
+        return "/opt/ml"  # the container's path, not the host's
+
+    def check_container(self, h: Handle, image: str, job: str) -> None:
+        config = self.client.api.inspect_container(h.id)["Config"]
+        assert config["Image"] == image
+        assert config["Labels"]["io.murphy.job"] == job
+
+    def leftovers(self, h: Handle) -> list[str]:
+        import docker.errors
+
+        try:
+            running = self.client.api.inspect_container(h.id)["State"]["Running"]
+        except docker.errors.NotFound:
+            return []
+        return ["container"] if running else []
+
+    def vanish(self, h: Handle) -> None:
+        self.client.api.remove_container(h.id, force=True)  # returns once it is gone
