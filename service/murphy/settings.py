@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     rule_finish_timeout_s: float = 120.0
     #: Poll interval handed to rule evaluators (seconds).
     rule_poll_interval_s: float = 0.1
+    #: While a rule container runs, how often its result.json is read (it is written just
+    #: before the container exits, and an exit is noticed on every pass; this catches a
+    #: container that lingers after writing it without a GET per rule per pass on S3).
+    rule_result_poll_s: float = 1.0
     #: A JSON file extending/overriding the built-in image catalog.
     image_catalog: Path | None = None
 

@@ -68,6 +68,8 @@ class Supervisor:
         #: One store per result location: opening an S3 store resolves credentials and builds a
         #: connection pool, too costly to repeat every pass.
         self._stores: dict[str, ObjectStore] = {}
+        #: (job, rule) -> when its result.json was last read while its container ran.
+        self._result_reads: dict[tuple[str, str], float] = {}
 
     # --- loop ----------------------------------------------------------------------------
 
@@ -184,20 +186,30 @@ class Supervisor:
             return {"status": "Error", "reason": f"unreadable result file: {e}"}
         return result if isinstance(result, dict) else {"status": "Error", "reason": "result file is not a JSON object"}
 
+    def _result_due(self, rec: JobRecord, rule: RuleState, now: float) -> bool:
+        key = (rec.name, rule.name)
+        last = self._result_reads.get(key)
+        if last is not None and 0 <= now - last < self.settings.rule_result_poll_s:  # (clock set back: due)
+            return False
+        if len(self._result_reads) > 4096:  # finished jobs' entries are never looked at again
+            self._result_reads.clear()
+        self._result_reads[key] = now
+        return True
+
     def _watch_rules(self, rec: JobRecord, now: float) -> bool:
         changed = False
         for rule in rec.rules:
             if rule.status not in (R.InProgress, R.Stopping) or rule.handle is None:
                 continue
-            result = self._read_result(rule)
-            state = None
-            if result is None:
-                state = self.runtime.status(rule.handle)
-                if state.phase in ("exited", "missing"):
-                    result = self._read_result(rule)  # it may have landed just before the exit
+            # The container's state first: it is local and cheap, while result.json may be an
+            # S3 GET. The result is written before the exit, so reading it after seeing the exit
+            # never misses it; while the container runs it is read only now and then.
+            state = self.runtime.status(rule.handle)
+            ended = state.phase in ("exited", "missing")
+            result = self._read_result(rule) if ended or self._result_due(rec, rule, now) else None
             if result is not None:
                 changed |= self._apply_result(rec, rule, result, now)
-            elif state is not None and state.phase in ("exited", "missing"):
+            elif ended:
                 if rule.status == R.Stopping:
                     changed |= rule.set_status(R.Stopped, "Rule evaluation was stopped.", now)
                 else:

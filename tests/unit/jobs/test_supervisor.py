@@ -67,10 +67,15 @@ class Harness:
     def rule(self, i: int, **state: Any) -> None:
         self.runtime.set_state(f"job-1-rule-{i}", ContainerState(**state))
 
-    def result(self, rule: str, status: str, **extra: Any) -> None:
-        uri = self.store.get("job-1").rules[[r.name for r in self.store.get("job-1").rules].index(rule)].result_uri
+    def result(self, rule: str, status: str, *, running: bool = False, **extra: Any) -> None:
+        """The rule container writes its result.json and (like murphy's evaluator, unless
+        ``running``) exits."""
+        names = [r.name for r in self.store.get("job-1").rules]
+        uri = self.store.get("job-1").rules[names.index(rule)].result_uri
         body = {"status": status, "rule_name": rule, **extra}
         open_uri(self.settings, uri).put("result.json", json.dumps(body).encode())
+        if not running:
+            self.rule(names.index(rule), phase="exited", exit_code=0)
 
 
 def statuses(job: dict[str, Any]) -> list[str]:
@@ -130,6 +135,33 @@ def test_a_finding_stops_the_job_and_the_other_rules(h: Harness) -> None:
     assert statuses(job) == ["IssuesFound", "Stopped"]
     assert "Rule0" in job["SecondaryStatusTransitions"][-1]["StatusMessage"]
     assert "FailureReason" not in job
+
+
+def test_a_result_from_a_container_that_lingers_is_read_within_the_result_poll(h: Harness) -> None:
+    h.service.create_training_job(request(), account="123456789012", region="us-west-2")
+    h.tick()
+    h.training(phase="running", stage="Training")
+    h.rule(0, phase="running")
+    h.tick()  # reads (nothing yet): the next read is due a second later
+    h.result("Rule0", "IssuesFound", running=True, step=2, message="nan")
+    for _ in range(8):  # 0.8 s: the container still runs, result.json is not read yet
+        assert statuses(h.tick()) == ["InProgress"]
+    job = h.tick(0.2)
+    assert statuses(job) == ["IssuesFound"] and job["SecondaryStatus"] == "Stopping"
+
+
+def test_no_result_reads_while_a_rule_runs_between_polls(h: Harness) -> None:
+    h.service.create_training_job(request(), account="123456789012", region="us-west-2")
+    h.tick()
+    h.rule(0, phase="running")
+    reads: list[str] = []
+    orig = h.supervisor._read_result
+    h.supervisor._read_result = lambda rule: reads.append(rule.name) or orig(rule)  # type: ignore[method-assign]
+    for _ in range(30):  # 3 s of 0.1 s passes
+        h.tick()
+    assert 2 <= len(reads) <= 3  # about once a second (0.1 s steps add up unevenly), not 30 times
+    h.result("Rule0", "NoIssuesFound")  # written, then the exit: read on the very next pass
+    assert statuses(h.tick()) == ["NoIssuesFound"]
 
 
 def test_a_finding_after_training_exited_still_stops(h: Harness) -> None:
