@@ -19,32 +19,14 @@ python="${SAGEMAKER_VENV_PYTHON:-python3.11}"
 command -v "$python" >/dev/null 2>&1 || python=python3
 
 packages=("sagemaker>=2.257,<3" "numpy<2" "pandas<3" boto3)
-stamp="$dir/.sagemaker-installed"
-want="$(printf '%s\n' "${packages[@]}")"
-
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$dir/bin/python" ]]; then
-    echo "$dir/bin/python"
-    exit 0
-fi
-
-# A lock, so that concurrent pytest sessions (or xdist workers) build the venv once.
-mkdir -p "$(dirname "$dir")"
-exec 9>"$dir.lock"
-flock 9
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$dir/bin/python" ]]; then
-    echo "$dir/bin/python"
-    exit 0
-fi
-
-echo "creating sagemaker venv in $dir" >&2
-test -x "$dir/bin/python" || "$python" -m venv "$dir"
-"$dir/bin/python" -m pip install -q --disable-pip-version-check "${packages[@]}" >&2
-SAGEMAKER_SUPPRESS_V2_WARNING=1 "$dir/bin/python" - <<'PY' >&2
+export SAGEMAKER_SUPPRESS_V2_WARNING=1
+check='
 import sagemaker, sagemaker.estimator, sagemaker.pytorch, sagemaker.debugger  # noqa: F401
 import boto3, numpy
 major = int(sagemaker.__version__.split(".")[0])
 assert major == 2, sagemaker.__version__
 print("sagemaker", sagemaker.__version__, "boto3", boto3.__version__, "numpy", numpy.__version__)
-PY
-printf '%s\n' "${packages[@]}" > "$stamp"
-echo "$dir/bin/python"
+'
+# shellcheck source=infra/ci/pinned_venv.sh
+source "$here/pinned_venv.sh"
+ensure_venv sagemaker "$dir" "$python" "$check" "${packages[@]}"

@@ -20,32 +20,13 @@ python="${SMDEBUG_VENV_PYTHON:-python3.11}"
 command -v "$python" >/dev/null 2>&1 || python=python3
 
 packages=(smdebug==1.0.34 "numpy<2.3" "protobuf<=3.20.3" requests pandas psutil torch==2.13.0)
-stamp="$dir/.smdebug-installed"
-want="$(printf '%s\n' "${packages[@]}")"
-
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$dir/bin/python" ]]; then
-    echo "$dir/bin/python"
-    exit 0
-fi
-
-# A lock, so that concurrent pytest sessions (or xdist workers) build the venv once.
-mkdir -p "$(dirname "$dir")"
-exec 9>"$dir.lock"
-flock 9
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$dir/bin/python" ]]; then
-    echo "$dir/bin/python"
-    exit 0
-fi
-
-echo "creating smdebug venv in $dir" >&2
-test -x "$dir/bin/python" || "$python" -m venv "$dir"
-"$dir/bin/python" -m pip install -q --disable-pip-version-check "${packages[@]}" >&2
-"$dir/bin/python" - <<'PY' >&2
+check='
 import smdebug, smdebug.pytorch, smdebug.trials  # noqa: F401
 import numpy, torch
 from smdebug._version import __version__
 assert __version__ == "1.0.34", __version__
 print("smdebug", __version__, "numpy", numpy.__version__, "torch", torch.__version__)
-PY
-printf '%s\n' "${packages[@]}" > "$stamp"
-echo "$dir/bin/python"
+'
+# shellcheck source=infra/ci/pinned_venv.sh
+source "$here/pinned_venv.sh"
+ensure_venv smdebug "$dir" "$python" "$check" "${packages[@]}"
