@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     #: How often dispatchers look at the outbox without a wake-up (events written by another
     #: process on the same database; in-process writes wake them at once).
     event_poll_interval_s: float = 0.5
+    #: Fernet key that seals webhook secrets in the job store (murphy.events.sealing); unset:
+    #: ``<data_dir>/secret.key``, created on first use. Processes sharing a database share it.
+    secret_key: SecretStr | None = None
     #: How often the bus re-reads the subscription list, to start delivering for subscriptions
     #: another process created on the same database and to stop those it deleted.
     event_subscription_sync_s: float = 2.0

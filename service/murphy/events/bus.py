@@ -11,6 +11,7 @@ process may have created or deleted one) and applies the outbox and dead-letter 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import re
 import secrets
@@ -23,6 +24,7 @@ from typing import Any
 
 from murphy.events.dispatcher import CallbackWorker, SubscriptionWorker, Target, make_target
 from murphy.events.patterns import matches, validate_pattern
+from murphy.events.sealing import check_key, seal
 from murphy.exceptions import (
     StoreError,
     SubscriptionExists,
@@ -68,6 +70,7 @@ class EventBus:
         with self._lock:
             if self._started or self._closed:
                 return
+            check_key(self.settings)
             self._started = True
             for sub in self.store.list_subscriptions():
                 self._start_worker(sub)
@@ -124,14 +127,17 @@ class EventBus:
                                       or start_seq < 0):
             raise ValidationException("start_seq must be a non-negative integer")
         sub = Subscription(f"sub-{uuid.uuid4().hex[:20]}", name, checked, clean, self.clock())
+        stored = sub
+        if "secret" in clean:
+            stored = dataclasses.replace(sub, target={**clean, "secret": seal(clean["secret"], self.settings)})
         try:
-            self.store.create_subscription(sub, start_seq)
+            self.store.create_subscription(stored, start_seq)
         except SubscriptionExists:
             raise ValidationException(f"A subscription named {name} already exists") from None
         with self._lock:
             if self._started and not self._closed:
-                self._start_worker(sub)
-        return sub
+                self._start_worker(stored)
+        return sub  # with the secret in clear: the creation response shows it once
 
     def list_subscriptions(self) -> list[Subscription]:
         return self.store.list_subscriptions()

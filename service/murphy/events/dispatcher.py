@@ -44,9 +44,10 @@ class Target(Protocol):
 def make_target(target: dict[str, Any], settings: Settings) -> Target:
     """The delivery adapter for a (validated) subscription target."""
     if target["type"] == "webhook":
+        from murphy.events.sealing import unseal
         from murphy.events.webhook import WebhookTarget
 
-        return WebhookTarget(target["url"], target["secret"], settings.event_delivery_timeout_s)
+        return WebhookTarget(target["url"], unseal(target["secret"], settings), settings.event_delivery_timeout_s)
     from murphy.events.eventbridge import EventBridgeTarget
 
     return EventBridgeTarget(target, settings.event_delivery_timeout_s)
@@ -111,13 +112,22 @@ class SubscriptionWorker(_Worker):
 
     def _run(self) -> None:
         target: Target | None = None
+        target_error = ""
         try:
             self._cursor = self._saved = self._store.get_cursor(self.sub.id)
             while not self._stop.is_set():
                 self._wake.clear()
-                try:
-                    if target is None:
+                if target is None:
+                    try:
                         target = self._factory(self.sub.target, self._settings)
+                    except Exception as e:  # e.g. a secret sealed with another key: wait, retry
+                        if str(e) != target_error:  # once per distinct cause, not every poll
+                            log.error("subscription %s cannot deliver: %s", self.sub.name, e)
+                            target_error = str(e)
+                        if self._stop.wait(self._settings.event_retry_cap_s):
+                            break
+                        continue
+                try:
                     busy = self._pass(target)
                 except SubscriptionNotFound:
                     return  # deleted (maybe by another process)

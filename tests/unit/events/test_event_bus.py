@@ -3,6 +3,7 @@ the outbox, and the control plane's wiring (every store write wakes the bus)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ import pytest
 from eventkit import Receiver, advance, new_job, wait_until
 
 from murphy.events.bus import EventBus
+from murphy.events.sealing import unseal
 from murphy.exceptions import ValidationException
 from murphy.jobs.model import SecondaryStatus
 from murphy.settings import Settings
@@ -64,7 +66,12 @@ def test_subscription_lifecycle(store: JobStore, make_bus: MakeBus) -> None:
     with pytest.raises(ValidationException, match="named hook already exists"):
         bus.create_subscription("hook", {}, HOOK)
     assert [s.name for s in bus.list_subscriptions()] == ["hook", "bridge"]
-    assert bus.get_subscription("hook") == bus.get_subscription(hook.id) == hook
+    stored = bus.get_subscription("hook")
+    assert stored == bus.get_subscription(hook.id)
+    # What the store keeps is the same subscription with its secret sealed (docs/events.md).
+    assert stored.target["secret"].startswith("fernet:v1:") and hook.target["secret"] not in stored.target["secret"]
+    assert unseal(stored.target["secret"], bus.settings) == hook.target["secret"]
+    assert dataclasses.replace(stored, target={**stored.target, "secret": hook.target["secret"]}) == hook
     bus.delete_subscription("hook")
     with pytest.raises(ValidationException, match="does not exist"):
         bus.get_subscription("hook")
