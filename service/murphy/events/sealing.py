@@ -3,8 +3,9 @@
 The job store (a SQLite file, or a PostgreSQL database that is backed up and may be read by
 others) holds each subscription's target. A webhook secret is what proves a delivery came from
 this server, so the store keeps it sealed: ``fernet:v1:<token>`` (Fernet: AES-128-CBC +
-HMAC-SHA256, from ``cryptography``). The key is ``MURPHY_SECRET_KEY`` (a Fernet key) or, when that
-is unset, ``<data_dir>/secret.key``, created on first use with mode 0600. Every process that
+HMAC-SHA256, from ``cryptography``). The key is ``MURPHY_SECRET_KEY`` (a Fernet key; to rotate,
+several comma-separated, the new one first: it seals, all of them open) or, when that is unset,
+``<data_dir>/secret.key``, created on first use with mode 0600. Every process that
 delivers events for the same database needs the same key. Secrets stored in plain text (before
 sealing existed) are still accepted.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cryptography.fernet import Fernet
+    from cryptography.fernet import MultiFernet
 
     from murphy.settings import Settings
 
@@ -28,16 +29,18 @@ class SecretUnavailable(ValueError):
     """A sealed secret that this server's key does not open."""
 
 
-def _fernet(settings: Settings) -> Fernet:
-    from cryptography.fernet import Fernet
+def _fernet(settings: Settings) -> MultiFernet:
+    from cryptography.fernet import Fernet, MultiFernet
 
-    given = settings.secret_key.get_secret_value() if settings.secret_key else None
-    key = given or _key_file(settings.data_dir / KEY_FILE)
+    given = settings.secret_key.get_secret_value() if settings.secret_key else ""
+    # Several keys, comma-separated, rotate: the first seals, any of them opens.
+    keys = [k.strip() for k in given.split(",") if k.strip()] or [_key_file(settings.data_dir / KEY_FILE).strip()]
     try:
-        return Fernet(key.strip().encode("ascii"))
+        return MultiFernet([Fernet(k.encode("ascii")) for k in keys])
     except (ValueError, UnicodeEncodeError) as e:
         raise ValueError(
-            "MURPHY_SECRET_KEY must be a Fernet key: 32 bytes in URL-safe base64 "
+            "MURPHY_SECRET_KEY must be a Fernet key (or several, comma-separated, the newest first): "
+            "32 bytes in URL-safe base64 "
             "(python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')"
         ) from e
 

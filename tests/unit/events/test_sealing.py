@@ -41,6 +41,17 @@ def test_a_configured_key_is_used_instead_of_a_file(tmp_path: Path) -> None:
         unseal(sealed, Settings(data_dir=tmp_path / "c"))
 
 
+def test_keys_rotate_the_first_seals_any_opens(tmp_path: Path) -> None:
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    sealed_before = seal("x", Settings(data_dir=tmp_path, secret_key=old))
+    rotated = Settings(data_dir=tmp_path, secret_key=f"{new}, {old}")
+    assert unseal(sealed_before, rotated) == "x"
+    sealed_after = seal("y", rotated)
+    assert unseal(sealed_after, Settings(data_dir=tmp_path, secret_key=new)) == "y"
+    with pytest.raises(SecretUnavailable):
+        unseal(sealed_after, Settings(data_dir=tmp_path, secret_key=old))
+
+
 def test_plain_text_from_before_sealing_passes_through(tmp_path: Path) -> None:
     assert unseal("an-old-plain-secret", Settings(data_dir=tmp_path)) == "an-old-plain-secret"
 
@@ -50,7 +61,7 @@ def test_an_unusable_key_is_refused_at_start_with_how_to_make_one(tmp_path: Path
         check_key(Settings(data_dir=tmp_path, secret_key="not-a-key"))
     store = open_job_store("memory://")
     bus = EventBus(store, Settings(data_dir=tmp_path, secret_key="not-a-key"))
-    with pytest.raises(ValueError, match="Fernet.generate_key"):
+    with pytest.raises(ValueError, match=r"Fernet\.generate_key"):
         bus.start()
     bus.close()
     store.close()
