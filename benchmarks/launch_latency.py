@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import io
 import json
 import socket
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import urllib.request
@@ -36,6 +34,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import machine, table  # noqa: E402
+from murphy.sdk.estimator import source_tarball  # noqa: E402
 
 IMAGE = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1-cpu-py310"
 RULE_IMAGE = "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest"
@@ -68,15 +67,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def tarball(files: dict[str, str]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+def tarball(src: Path, files: dict[str, str]) -> bytes:
+    """``files`` written to ``src``, packed by the SDK as a user's source_dir is."""
+    src.mkdir(parents=True)
+    for name, text in files.items():
+        (src / name).write_text(text)
+    return source_tarball(str(src / "train.py"), str(src))
 
 
 def request(name: str, source: str, hyper: dict[str, str], rule: bool) -> dict[str, Any]:
@@ -121,8 +117,8 @@ def main() -> None:
                               aws_access_key_id="bench", aws_secret_access_key="bench")
         buckets = tmp / "data" / "buckets" / "bench"
         (buckets / "src").mkdir(parents=True)
-        (buckets / "src" / "started.tar.gz").write_bytes(tarball({"train.py": STARTED}))
-        (buckets / "src" / "explodes.tar.gz").write_bytes(tarball({"train.py": EXPLODES,
+        (buckets / "src" / "started.tar.gz").write_bytes(tarball(tmp / "src-started", {"train.py": STARTED}))
+        (buckets / "src" / "explodes.tar.gz").write_bytes(tarball(tmp / "src-explodes", {"train.py": EXPLODES,
                                                                     "_rules_data.py": (HERE / "_rules_data.py").read_text()}))
         launch: list[float] = []
         for i in range(args.trials):

@@ -5,11 +5,10 @@ legitimately differ, so the shared tests (test_runtimes_common.py) hold no runti
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
-import tarfile
+import tempfile
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
@@ -18,6 +17,7 @@ from murphy.jobs.model import Handle
 from murphy.runtimes import procfs
 from murphy.runtimes.base import ContainerState, RulePlan, Runtime, TrainingPlan
 from murphy.runtimes.catalog import ImageCatalog
+from murphy.sdk.estimator import source_tarball
 
 DEMO = "murphy/linear-regression-demo:latest"
 PYTORCH = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1.0-cpu-py310"
@@ -89,14 +89,11 @@ def script_plan(name: str, mode: str, **extra: Any) -> TrainingPlan:
 
 
 def tarball(files: dict[str, str]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    """``sourcedir.tar.gz`` of ``files`` (name -> text), packed by the SDK as a user's source is."""
+    with tempfile.TemporaryDirectory() as src:
         for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+            (Path(src) / name).write_text(text)
+        return source_tarball(str(Path(src) / next(iter(files))), src)
 
 
 class RuntimeEnv:
