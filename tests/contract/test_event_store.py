@@ -201,6 +201,18 @@ def test_subscription_crud(store: JobStore) -> None:
         store.delete_subscription(a.id)
 
 
+def test_a_subscription_target_can_be_replaced(store: JobStore) -> None:
+    store.create_subscription(_sub("alpha"))
+    store.create_subscription(_sub("beta"))
+    sealed = {"type": "webhook", "url": "http://127.0.0.1:9/x", "secret": "fernet:v1:abc"}
+    store.set_subscription_target("sub-alpha", sealed)
+    assert store.get_subscription("alpha").target == sealed
+    assert store.get_subscription("beta").target["secret"] == "s"
+    assert [s.name for s in store.list_subscriptions()] == ["alpha", "beta"]
+    with pytest.raises(SubscriptionNotFound):
+        store.set_subscription_target("sub-nope", sealed)
+
+
 def test_cursor_starts_at_the_end_of_the_outbox_unless_given(store: JobStore) -> None:
     store.set_event_builder(Recorder())
     store.create(make_record("job-a"))

@@ -24,7 +24,7 @@ from typing import Any
 
 from murphy.events.dispatcher import CallbackWorker, SubscriptionWorker, Target, make_target
 from murphy.events.patterns import matches, validate_pattern
-from murphy.events.sealing import check_key, seal
+from murphy.events.sealing import check_key, is_sealed, seal
 from murphy.exceptions import (
     StoreError,
     SubscriptionExists,
@@ -73,7 +73,7 @@ class EventBus:
             check_key(self.settings)
             self._started = True
             for sub in self.store.list_subscriptions():
-                self._start_worker(sub)
+                self._start_worker(self._sealed(sub))
             self._callbacks.start()
             self._housekeeper.start()
 
@@ -104,6 +104,21 @@ class EventBus:
         for w in workers:
             w.wake()
         self._callbacks.wake()
+
+    def _sealed(self, sub: Subscription) -> Subscription:
+        """``sub`` with a plain-text secret (stored before sealing existed) sealed, in the store
+        too; a failure leaves it as it was (plain text still delivers)."""
+        secret = sub.target.get("secret")
+        if not isinstance(secret, str) or is_sealed(secret):
+            return sub
+        sealed = dataclasses.replace(sub, target={**sub.target, "secret": seal(secret, self.settings)})
+        try:
+            self.store.set_subscription_target(sub.id, sealed.target)
+        except StoreError as e:  # includes SubscriptionNotFound: deleted meanwhile
+            log.warning("cannot seal the secret of subscription %s: %s", sub.name, e)
+            return sub
+        log.info("sealed the plain-text webhook secret of subscription %s", sub.name)
+        return sealed
 
     def _start_worker(self, sub: Subscription) -> None:
         if sub.id in self._workers:  # start() and create_subscription() may both see it

@@ -7,7 +7,7 @@ HMAC-SHA256, from ``cryptography``). The key is ``MURPHY_SECRET_KEY`` (a Fernet 
 several comma-separated, the new one first: it seals, all of them open) or, when that is unset,
 ``<data_dir>/secret.key``, created on first use with mode 0600. Every process that
 delivers events for the same database needs the same key. Secrets stored in plain text (before
-sealing existed) are still accepted.
+sealing existed) still work, and the bus seals them when it starts.
 """
 
 from __future__ import annotations
@@ -71,6 +71,10 @@ def check_key(settings: Settings) -> None:
     _fernet(settings)
 
 
+def is_sealed(stored: str) -> bool:
+    return stored.startswith(PREFIX)
+
+
 def seal(secret: str, settings: Settings) -> str:
     """The form of ``secret`` to store."""
     return PREFIX + _fernet(settings).encrypt(secret.encode("utf-8")).decode("ascii")
@@ -78,7 +82,7 @@ def seal(secret: str, settings: Settings) -> str:
 
 def unseal(stored: str, settings: Settings) -> str:
     """The secret from its stored form (plain text from before sealing passes through)."""
-    if not stored.startswith(PREFIX):
+    if not is_sealed(stored):
         return stored
     from cryptography.fernet import InvalidToken
 

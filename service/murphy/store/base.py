@@ -138,6 +138,11 @@ class JobStore(Protocol):
         """Remove it with its cursor and dead letters. Raises ``SubscriptionNotFound``."""
         ...
 
+    def set_subscription_target(self, subscription_id: str, target: dict[str, Any]) -> None:
+        """Replace the subscription's target (the bus re-seals old plain-text secrets with it).
+        Raises ``SubscriptionNotFound``."""
+        ...
+
     def get_cursor(self, subscription_id: str) -> int:
         """The seq up to which the subscription is done. Raises ``SubscriptionNotFound``."""
         ...

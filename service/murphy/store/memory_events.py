@@ -101,6 +101,13 @@ class MemoryEvents:
             for key in [k for k in self._letters if k[0] == subscription_id]:
                 del self._letters[key]
 
+    def set_subscription_target(self, subscription_id: str, target: dict[str, Any]) -> None:
+        with self._elock:
+            entry = self._subs.get(subscription_id)
+            if entry is None:
+                raise SubscriptionNotFound(subscription_id)
+            self._subs[subscription_id] = (entry[0], entry[1], json.dumps(target))
+
     def get_cursor(self, subscription_id: str) -> int:
         with self._elock:
             if subscription_id not in self._cursors:

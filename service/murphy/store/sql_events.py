@@ -179,6 +179,13 @@ class SqlEventsMixin:
         if gone != 1:
             raise SubscriptionNotFound(subscription_id)
 
+    def set_subscription_target(self, subscription_id: str, target: dict[str, Any]) -> None:
+        with self._tx("set subscription target", write=True) as conn:
+            done = conn.execute(event_subscriptions.update().where(_subs.id == subscription_id)
+                                .values(target=json.dumps(target))).rowcount
+        if done != 1:
+            raise SubscriptionNotFound(subscription_id)
+
     def get_cursor(self, subscription_id: str) -> int:
         with self._tx("get cursor") as conn:
             found = conn.execute(
