@@ -105,13 +105,19 @@ class EventBus:
             w.wake()
         self._callbacks.wake()
 
-    def _sealed(self, sub: Subscription) -> Subscription:
-        """``sub`` with a plain-text secret (stored before sealing existed) sealed, in the store
-        too; a failure leaves it as it was (plain text still delivers)."""
+    def _with_sealed_secret(self, sub: Subscription) -> Subscription:
+        """``sub`` as the store keeps it: a plain-text secret sealed (others unchanged)."""
         secret = sub.target.get("secret")
         if not isinstance(secret, str) or is_sealed(secret):
             return sub
-        sealed = dataclasses.replace(sub, target={**sub.target, "secret": seal(secret, self.settings)})
+        return dataclasses.replace(sub, target={**sub.target, "secret": seal(secret, self.settings)})
+
+    def _sealed(self, sub: Subscription) -> Subscription:
+        """``sub`` with a plain-text secret (stored before sealing existed) sealed, in the store
+        too; a failure leaves it as it was (plain text still delivers)."""
+        sealed = self._with_sealed_secret(sub)
+        if sealed is sub:
+            return sub
         try:
             self.store.set_subscription_target(sub.id, sealed.target)
         except StoreError as e:  # includes SubscriptionNotFound: deleted meanwhile
@@ -142,9 +148,7 @@ class EventBus:
                                       or start_seq < 0):
             raise ValidationException("start_seq must be a non-negative integer")
         sub = Subscription(f"sub-{uuid.uuid4().hex[:20]}", name, checked, clean, self.clock())
-        stored = sub
-        if "secret" in clean:
-            stored = dataclasses.replace(sub, target={**clean, "secret": seal(clean["secret"], self.settings)})
+        stored = self._with_sealed_secret(sub)
         try:
             self.store.create_subscription(stored, start_seq)
         except SubscriptionExists:

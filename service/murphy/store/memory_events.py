@@ -29,8 +29,9 @@ class MemoryEvents:
     def __init__(self) -> None:
         # Taken after the store's record lock when appending (never the other way round).
         self._elock = threading.Lock()
-        self._outbox: list[tuple[int, float, str]] = []  # (seq, created_at, body), seqs contiguous
-        self._last_seq = 0
+        # (seq, created_at, body), seqs contiguous; pruning keeps the newest row, so the last
+        # row's seq is always the highest ever given.
+        self._outbox: list[tuple[int, float, str]] = []
         self._subs: dict[str, tuple[Subscription, str, str]] = {}  # id -> (sub, pattern, target)
         self._cursors: dict[str, int] = {}
         self._letters: dict[tuple[str, int], _Letter] = {}
@@ -41,9 +42,9 @@ class MemoryEvents:
         now = time.time()
         with self._elock:
             for ev in events:
-                self._last_seq += 1
-                self._outbox.append((self._last_seq, now, json.dumps(ev, separators=(",", ":"))))
-            return self._last_seq if events else 0
+                seq = (self._outbox[-1][0] if self._outbox else 0) + 1
+                self._outbox.append((seq, now, json.dumps(ev, separators=(",", ":"))))
+            return self._outbox[-1][0] if events else 0
 
     def events_after(self, seq: int, limit: int = 100) -> list[tuple[int, dict[str, Any]]]:
         with self._elock:
@@ -55,7 +56,7 @@ class MemoryEvents:
 
     def last_event_seq(self) -> int:
         with self._elock:
-            return self._last_seq
+            return self._outbox[-1][0] if self._outbox else 0
 
     def prune_events(self, before: float) -> tuple[int, int]:
         with self._elock:
@@ -74,7 +75,8 @@ class MemoryEvents:
             if sub.id in self._subs or any(s.name == sub.name for s, _, _ in self._subs.values()):
                 raise SubscriptionExists(sub.name)
             self._subs[sub.id] = (sub, pattern, target)
-            self._cursors[sub.id] = self._last_seq if cursor is None else cursor
+            end = self._outbox[-1][0] if self._outbox else 0
+            self._cursors[sub.id] = end if cursor is None else cursor
 
     def _copy(self, entry: tuple[Subscription, str, str]) -> Subscription:
         sub, pattern, target = entry
