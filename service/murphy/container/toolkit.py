@@ -41,6 +41,7 @@ from murphy.container.inputs import (
     pack_dir,
 )
 from murphy.container.mirror import MirrorThread, TensorMirror
+from murphy.container.namespace import SAGEMAKER_OPT_ML, wrap, write_python_shims
 from murphy.storage import gateway, open_store
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT)
@@ -61,6 +62,8 @@ class Toolkit:
         self.signum: int | None = None
         self.program: subprocess.Popen[bytes] | None = None
         self.config: dict[str, Any] = {}
+        #: Variables the program gets on top of the toolkit's own.
+        self.program_env: dict[str, str] = {}
 
     # ---- signals ---------------------------------------------------------------------------
 
@@ -97,7 +100,7 @@ class Toolkit:
         entrypoint, arguments = self.config.get("container_entrypoint"), self.config.get("container_arguments")
         code = self.opt_ml.code_dir
         if entrypoint:
-            return [*entrypoint, *(arguments or [])], code
+            return self._entrypoint([*entrypoint, *(arguments or [])], python), code
         args = list(arguments) if arguments is not None else to_cmd_args(user)
         if self.config.get("kind", "script-mode") == "command":
             command = list(self.config.get("command") or [])
@@ -105,6 +108,18 @@ class Toolkit:
                 raise ToolkitError("murphy.json: a command image needs a non-empty 'command'")
             return [*command, *args], code
         return self._script_mode(platform, args, python), code
+
+    def _entrypoint(self, argv: list[str], python: str) -> list[str]:
+        """A container entrypoint runs where ``/opt/ml`` is the job's: in a container it is; on
+        the process runtime it runs in a private mount namespace with the job's directory there
+        (:mod:`murphy.container.namespace`), with ``python3``/``pip3`` on ``PATH`` meaning the
+        runtime's interpreter, as in an image."""
+        if os.path.realpath(self.opt_ml.root) == SAGEMAKER_OPT_ML:
+            return argv
+        shims = write_python_shims(os.path.join(os.path.dirname(self.opt_ml.root), "murphy-bin"), python)
+        self.program_env["PATH"] = os.pathsep.join(p for p in (shims, os.environ.get("PATH", "")) if p)
+        log(f"entrypoint: /opt/ml is {self.opt_ml.root} in the program's own mount namespace")
+        return wrap(argv, self.opt_ml.root, python)
 
     def _script_mode(self, platform: Mapping[str, Any], args: list[str], python: str) -> list[str]:
         program = platform.get(PROGRAM_HP)
@@ -125,7 +140,7 @@ class Toolkit:
     def run_program(self, argv: list[str], cwd: str) -> int:
         log(f"invoking {argv!r} in {cwd}")
         try:
-            self.program = _spawn_group_leader(argv, cwd)
+            self.program = _spawn_group_leader(argv, cwd, {**os.environ, **self.program_env})
         except OSError as e:
             raise ToolkitError(f"cannot start {argv[0]!r}: {e}") from e
         if self.signum is not None:  # arrived between the check and the spawn
@@ -215,11 +230,11 @@ class Toolkit:
         return code if code else 1
 
 
-def _spawn_group_leader(argv: list[str], cwd: str) -> subprocess.Popen[bytes]:
+def _spawn_group_leader(argv: list[str], cwd: str, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new process group (same session)."""
     if sys.version_info >= (3, 11):
-        return subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, process_group=0)
-    return subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, preexec_fn=os.setpgrp)
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, process_group=0)
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, preexec_fn=os.setpgrp)
 
 
 def main() -> int:
