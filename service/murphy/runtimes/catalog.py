@@ -53,6 +53,10 @@ RULE_IMAGE = "murphy/rule-evaluator:latest"
 CPU_IMAGE = "murphy/pytorch-cpu:latest"
 GPU_IMAGE = "murphy/pytorch-gpu:latest"
 _SEED = "the seed's linear regression"
+#: What SDK 3.x's ``sagemaker.core.debugger.Rule.sagemaker()`` leaves in ``image_uri`` (2.x looked
+#: the regional image up instead). Only built-in rules are made that way (``Rule.custom`` needs an
+#: image), so it means murphy's built-in rule evaluator, exactly as the AWS rule image does.
+DEFAULT_RULE_PLACEHOLDER = "DEFAULT_RULE_EVALUATOR_IMAGE"
 
 BUILTIN_ENTRIES: tuple[CatalogEntry, ...] = (
     CatalogEntry(DEMO_IMAGE, "command", _DEMO, _SEED, DEMO_IMAGE),
@@ -61,6 +65,8 @@ BUILTIN_ENTRIES: tuple[CatalogEntry, ...] = (
     CatalogEntry("*/sagemaker-debugger-rules:*", "rule-evaluator", (), "AWS built-in rules", RULE_IMAGE),
     CatalogEntry("*/sagemaker-debugger-rule-evaluator:*", "rule-evaluator", (), "AWS custom rules", RULE_IMAGE),
     CatalogEntry("murphy/rule-evaluator:*", "rule-evaluator", (), "murphy's rule evaluator"),
+    CatalogEntry(DEFAULT_RULE_PLACEHOLDER, "rule-evaluator", (), "SDK 3.x Rule.sagemaker()'s placeholder: built-in rules",
+                 RULE_IMAGE),
     CatalogEntry("murphy/pytorch-cpu:*", "script-mode", (), "murphy's PyTorch CPU image"),
     CatalogEntry("murphy/pytorch-gpu:*", "script-mode", (), "murphy's PyTorch GPU image"),
     # AWS tags name the device: pytorch-training:2.1.0-gpu-py310-cu121-ubuntu20.04-sagemaker.

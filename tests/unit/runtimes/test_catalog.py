@@ -29,6 +29,15 @@ def test_builtin_patterns(image: str, kind: str) -> None:
     assert ImageCatalog().resolve(image).kind == kind
 
 
+def test_sdk3_rule_image_placeholder_is_the_builtin_rule_evaluator() -> None:
+    """``Rule.sagemaker()`` of SDK 3.x sends ``DEFAULT_RULE_EVALUATOR_IMAGE``: the same evaluator
+    (and Docker image) as AWS's built-in rule image, never an unknown image."""
+    placeholder = ImageCatalog().resolve("DEFAULT_RULE_EVALUATOR_IMAGE")
+    aws = ImageCatalog().resolve("895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest")
+    assert (placeholder.kind, placeholder.docker_image) == (aws.kind, aws.docker_image) == (
+        "rule-evaluator", "murphy/rule-evaluator:latest")
+
+
 def test_demo_runs_the_packaged_script_with_the_services_python() -> None:
     entry = ImageCatalog().resolve("murphy/linear-regression-demo:latest")
     assert entry.command == ("python", "-m", "murphy.demos.linear_regression")
