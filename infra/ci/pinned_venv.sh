@@ -1,4 +1,4 @@
-# Sourced by infra/ci/smdebug_venv.sh and infra/ci/sagemaker_venv.sh: one isolated virtualenv
+# Sourced by infra/ci/smdebug_venv.sh, infra/ci/sagemaker_venv.sh and infra/ci/sagemaker3_venv.sh: one isolated virtualenv
 # with exactly the given packages, built once even when several pytest sessions ask at once.
 #
 # ensure_venv NAME DIR PYTHON CHECK PACKAGE...

@@ -114,6 +114,8 @@ class Estimator:
         container_log_level: int = logging.INFO,
         tags: Sequence[Mapping[str, str]] | None = None,
         disable_profiler: bool = False,
+        container_entry_point: Sequence[str] | None = None,
+        container_arguments: Sequence[str] | None = None,
     ) -> None:
         if sagemaker_session is not None and endpoint is not None:
             raise ValueError("give either endpoint or sagemaker_session, not both")
@@ -135,6 +137,10 @@ class Estimator:
         self.container_log_level = container_log_level
         self.tags = [dict(t) for t in tags] if tags is not None else None
         self.disable_profiler = disable_profiler
+        # SageMaker 2.x's names; sent as ContainerEntrypoint/ContainerArguments (an entrypoint
+        # naming /opt/ml/... sees the job's /opt/ml on every runtime, docs/runtimes.md).
+        self.container_entry_point = list(container_entry_point) if container_entry_point is not None else None
+        self.container_arguments = list(container_arguments) if container_arguments is not None else None
         self.latest_training_job: TrainingJob | None = None
         self._current_job_name: str | None = None
         #: The DebugHookConfig of the latest request (the user's object is never modified).
@@ -259,6 +265,10 @@ class Estimator:
         rule_configs, hook = self._debugger_request()
         algorithm: dict[str, Any] = {"TrainingInputMode": self.input_mode, "TrainingImage": self.training_image_uri()}
         algorithm.update(self._extra_algorithm_specification())
+        if self.container_entry_point is not None:
+            algorithm["ContainerEntrypoint"] = self.container_entry_point
+        if self.container_arguments is not None:
+            algorithm["ContainerArguments"] = self.container_arguments
         request: dict[str, Any] = {
             "AlgorithmSpecification": algorithm,
             "OutputDataConfig": {"S3OutputPath": self.output_path},

@@ -66,6 +66,20 @@ def test_generic_estimator_matches_the_stock_sdk_body() -> None:
     assert estimator.latest_job_debugger_artifacts_path() == "s3://bucket/job/debug-output"
 
 
+def test_a_container_entry_point_and_arguments_go_into_the_algorithm_specification() -> None:
+    """SageMaker 2.x's ``container_entry_point``/``container_arguments`` (how SDK 3.x's script
+    mode runs: bash on the sm_drivers channel's sm_train.sh)."""
+    arguments = ["-c", "chmod +x /opt/ml/input/data/sm_drivers/sm_train.sh && /opt/ml/input/data/sm_drivers/sm_train.sh"]
+    estimator = Estimator(image_uri=IMAGE, role=ROLE, output_path="s3://bucket/", sagemaker_session=session(),
+                          container_entry_point=("/bin/bash",), container_arguments=arguments)
+    body = estimator.training_request({"code": "s3://bucket/code", "sm_drivers": "s3://bucket/drivers"}, job_name="job")
+    assert body["AlgorithmSpecification"] == {"TrainingInputMode": "File", "TrainingImage": IMAGE,
+                                              "ContainerEntrypoint": ["/bin/bash"], "ContainerArguments": arguments}
+    assert [c["ChannelName"] for c in body["InputDataConfig"]] == ["code", "sm_drivers"]
+    plain = Estimator(image_uri=IMAGE, role=ROLE, output_path="s3://bucket/", sagemaker_session=session())
+    assert set(plain.training_request(job_name="job")["AlgorithmSpecification"]) == {"TrainingInputMode", "TrainingImage"}
+
+
 def test_script_mode_uploads_the_entry_point_and_json_encodes_the_sdk_hyperparameters(buckets: Path, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
