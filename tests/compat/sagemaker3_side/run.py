@@ -16,6 +16,7 @@ mode: ``ModelTrainer`` + ``SourceCode``, no rule), ``script-rule`` (the same req
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -87,10 +88,10 @@ def create(scenario: str, bucket: str, region: str) -> TrainingJob:
 
 
 def wait(job: TrainingJob, result: dict[str, Any]) -> None:
-    """``wait(logs=True)`` as a notebook calls it; a Stopped job makes it raise, as on AWS."""
+    """``wait(logs=True)`` as a notebook calls it (it returns at Stopped, raises at Failed)."""
     try:
         job.wait(logs=True)
-    except Exception as e:  # the SDK's FailedStatusError for Stopped / Failed
+    except Exception as e:  # the SDK's FailedStatusError
         result["wait_error"] = f"{type(e).__name__}: {e}"
 
 
@@ -126,6 +127,8 @@ def _given(value: Any) -> bool:
 
 
 def main() -> None:
+    # 3.x leaves logging to the application: without this, wait(logs=True) prints nothing.
+    logging.basicConfig(level=logging.INFO)
     scenario, bucket, source_dir, result_path = sys.argv[1:5]
     region = os.environ["AWS_DEFAULT_REGION"]
     result: dict[str, Any] = {"scenario": scenario}
