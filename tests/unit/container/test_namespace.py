@@ -123,3 +123,11 @@ def test_without_a_namespace_a_program_naming_no_opt_ml_still_runs(tmp_path: Pat
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "ran", proc.stdout + proc.stderr
     assert "no private /opt/ml" in proc.stdout
+
+
+def test_in_a_container_the_entrypoint_runs_as_given() -> None:
+    """Docker mounts the job's directory at /opt/ml itself: no namespace, no PATH change."""
+    toolkit = Toolkit(OptMl("/opt/ml"))
+    argv = ["/bin/bash", "-c", "/opt/ml/input/data/sm_drivers/sm_train.sh"]
+    assert toolkit._entrypoint(list(argv), "/opt/murphy/bin/python") == argv
+    assert toolkit.program_env == {}
