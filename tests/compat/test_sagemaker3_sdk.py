@@ -184,3 +184,12 @@ def test_the_same_script_mode_job_through_murphys_sdk_is_stopped(
         described, out[-4000:])
     assert [s["RuleEvaluationStatus"] for s in job.rule_job_summary()] == ["IssuesFound"]
     assert "Running Basic Script driver" in out and "step 2 loss inf" in out, out[-4000:]
+
+
+def test_the_sdk_reached_nothing_but_murphy_and_the_s3_server(plane: Plane) -> None:
+    """With section 9's variables no call went to AWS (IAM, STS, telemetry), and no SDK step
+    failed quietly along the way."""
+    for fit in plane.fits.values():
+        output, _ = fit.wait()
+        for marker in ("EndpointConnectionError", "Traceback", "amazonaws.com/"):
+            assert marker not in output, f"{fit.scenario}: {marker}\n{output[-3000:]}"
