@@ -10,27 +10,28 @@ Lifecycle of a job (see docs/control-plane.md):
   Uploading (training exited 0; rules finish the remaining steps) → Completed,
   or Stopping → Stopped (user, a rule finding, an action) / MaxRuntimeExceeded, or Failed.
 A job reaches its terminal status only when every rule has one too, so a client that sees
-``Completed`` also sees every rule's final verdict.
+``Completed`` also sees every rule's final verdict, and only when every container it launched
+(or may have launched) is confirmed gone: exited, or never created (docs/runtimes.md, "The stop
+guarantee"). Launch and stop of a job are ordered by :mod:`murphy.jobs.launch`; between passes
+the :class:`~murphy.jobs.reconciler.Reconciler` stops what no live job accounts for.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
 
-from murphy.exceptions import (
-    ConcurrentUpdate,
-    JobNotFound,
-    MurphyError,
-    ObjectNotFound,
-    RuntimeBackendError,
-)
+from murphy.exceptions import ConcurrentUpdate, JobNotFound, MurphyError, ObjectNotFound
+from murphy.jobs import launch
 from murphy.jobs.model import Handle, JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
-from murphy.jobs.plans import open_uri, rule_plan, tensor_uri, training_plan
-from murphy.jobs.service import request_stop
+from murphy.jobs.plans import containers, open_uri, tensor_uri
+from murphy.jobs.reconciler import Reconciler
+from murphy.jobs.service import mutate, request_stop
 from murphy.runtimes.base import ContainerState, Runtime
 from murphy.settings import Settings
 from murphy.storage import ObjectStore
@@ -70,6 +71,7 @@ class Supervisor:
         self._stores: dict[str, ObjectStore] = {}
         #: (job, rule) -> when its result.json was last read while its container ran.
         self._result_reads: dict[tuple[str, str], float] = {}
+        self.reconciler = Reconciler(store, runtime)
 
     # --- loop ----------------------------------------------------------------------------
 
@@ -89,7 +91,14 @@ class Supervisor:
         self._wake.set()
 
     def _loop(self) -> None:
+        next_sweep = 0.0  # at start: what a crash left is dealt with before the first pass
         while not self._stop.is_set():
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + self.settings.reconciler_interval_s
+                try:
+                    self.reconciler.sweep()
+                except Exception:
+                    log.exception("reconciler sweep failed")
             try:
                 self.run_once()
             except Exception:  # the loop must outlive any one bad pass
@@ -113,18 +122,16 @@ class Supervisor:
     def reconcile(self, rec: JobRecord) -> None:
         now = self.clock()
         changed = False
-        if rec.training is None and rec.secondary == S.Stopping and "training_exit" not in rec.notes:
-            # Stopped before anything was launched: nothing to signal, nothing to wait for.
-            rec.notes["training_exit"] = {"phase": "not-started", "exit_code": None, "at": now}
-            for rule in rec.rules:
-                if rule.handle is None and rule.status in (R.InProgress, R.Stopping):
-                    rule.set_status(R.Stopped, "The training job was stopped before rule evaluation started.", now)
-            changed = True
-        if rec.training is None and rec.secondary != S.Stopping:
-            changed |= self._launch(rec, now)
-            if changed:
-                rec = self.store.update(rec)  # handles first: a crash now re-attaches, never relaunches twice
-                changed = False
+        if rec.secondary == S.Stopping:
+            settled = self._settle_unlaunched(rec, now)
+            if settled is None:
+                return  # something the record does not hold still runs: the next pass looks again
+            changed |= settled
+        elif launch.missing(rec):
+            rec = self._launch(rec, now)
+            if rec.is_terminal():
+                self._release(rec)
+                return
         changed |= self._watch_rules(rec, now)
         changed |= self._watch_training(rec, now)
         changed |= self._finish(rec, now)
@@ -143,25 +150,41 @@ class Supervisor:
             except Exception:  # a leftover container must not fail the job's bookkeeping
                 log.exception("cannot release container %s of %s", handle.id, rec.name)
 
-    def _launch(self, rec: JobRecord, now: float) -> bool:
+    def _launch(self, rec: JobRecord, now: float) -> JobRecord:
+        """Launch what is missing and record it on the current record: a stop written during
+        the launch then finds the handles and stops what was started."""
+        out = launch.launch_missing(self.runtime, rec, self.settings)
+        if self.settings.test_crash_after_launch and out.handles():
+            log.warning("MURPHY_TEST_CRASH_AFTER_LAUNCH: killing this service before %s's handles are recorded", rec.name)
+            os.kill(os.getpid(), signal.SIGKILL)
+        failed = launch.failed_names(rec, out)
+        if failed:  # a failed launch may have created its container anyway: it must not run
+            launch.clear_unrecorded(self.runtime, rec, "its launch failed", failed)
+        launch.apply_launch(rec, out, now)
         try:
-            rec.training = self.runtime.launch(training_plan(rec))
-        except (RuntimeBackendError, MurphyError, OSError) as e:
-            rec.failure_reason = f"ClientError: {e}"[:MAX_REASON]
-            rec.notes["training_exit"] = {"phase": "not-started", "at": now}
-            for rule in rec.rules:
-                rule.set_status(R.Stopped, "The training job failed before rule evaluation started.", now)
-            rec.transition(S.Failed, f"Training job failed: {e}"[:MAX_REASON], now)
-            return True
-        debug_rules = [r for r in rec.rules if r.kind == "debug"]
-        for i, rule in enumerate(debug_rules):
-            try:
-                rule.handle = self.runtime.launch(rule_plan(rec, rule, i, self.settings))
-            except (RuntimeBackendError, MurphyError, OSError) as e:
-                rule.set_status(R.Error, f"ClientError: cannot start the rule evaluator: {e}", now)
-        for rule in rec.rules:
-            if rule.kind == "profiler" and rule.status == R.InProgress:
-                rule.set_status(R.Error, "murphy does not evaluate profiler rules; nothing was evaluated.", now)
+            return self.store.update(rec)  # handles first: a crash now re-attaches, never relaunches twice
+        except ConcurrentUpdate:  # a stop (or tags) came in during the launch: keep theirs, add ours
+            return mutate(self.store, rec.name, lambda fresh: launch.apply_launch(fresh, out, now))
+
+    def _settle_unlaunched(self, rec: JobRecord, now: float) -> bool | None:
+        """A stopping job's containers that were never recorded: clear whatever the runtime has
+        under their names (a launch a crash cut short), then mark them never started. None
+        while something is still running."""
+        names = containers(rec)
+        pending = {name for name, rule in names.items()
+                   if (rule is None and rec.training is None and "training_exit" not in rec.notes)
+                   or (rule is not None and rule.handle is None and rule.status in (R.InProgress, R.Stopping))}
+        if not pending:
+            return False
+        if not launch.clear_unrecorded(self.runtime, rec, "its job was stopped before the launch was recorded", pending):
+            return None
+        if rec.training is None and "training_exit" not in rec.notes:
+            rec.notes["training_exit"] = {"phase": "not-started", "exit_code": None, "at": now}
+        not_started = rec.notes.get("training_exit", {}).get("phase") == "not-started"
+        never = [r for r in rec.rules if r.handle is None and r.status in (R.InProgress, R.Stopping)
+                 and (not_started or r.kind == "debug")]
+        for rule in never:
+            rule.set_status(R.Stopped, "The training job was stopped before rule evaluation started.", now)
         return True
 
     # --- rules ---------------------------------------------------------------------------
@@ -206,6 +229,8 @@ class Supervisor:
             # never misses it; while the container runs it is read only now and then.
             state = self.runtime.status(rule.handle)
             ended = state.phase in ("exited", "missing")
+            if ended:
+                changed |= self._gone(rec, f"rule:{rule.name}", rule.handle, state)
             result = self._read_result(rule) if ended or self._result_due(rec, rule, now) else None
             if result is not None:
                 changed |= self._apply_result(rec, rule, result, now)
@@ -287,6 +312,7 @@ class Supervisor:
         state = self.runtime.status(rec.training)
         changed = False
         if state.phase in ("exited", "missing"):
+            self._gone(rec, "training", rec.training, state)
             rec.notes["training_exit"] = {"phase": state.phase, "exit_code": state.exit_code, "at": now}
             if state.exit_code != 0 and rec.secondary != S.Stopping:
                 rec.failure_reason = _failure_reason(state)
@@ -318,6 +344,38 @@ class Supervisor:
         except MurphyError as e:
             log.warning("cannot write the end marker for %s: %s", rec.name, e)
 
+    # --- the stop guarantee ---------------------------------------------------------------
+
+    def _gone(self, rec: JobRecord, key: str, handle: Handle, state: ContainerState) -> bool:
+        """Note that the container ``key`` ended. A ``missing`` one may have left processes
+        behind (the process runtime: its program's group outlives a killed shim): they are
+        killed first, so that "ended" means nothing of it runs."""
+        ended = rec.notes.setdefault("ended", [])
+        if key in ended:
+            return False
+        if state.phase == "missing":
+            self.runtime.stop(handle, force=True)
+        ended.append(key)
+        return True
+
+    def _lingering(self, rec: JobRecord, now: float) -> bool | None:
+        """None when every container of the job is gone; else whether signalling one that
+        still runs changed the record. A rule whose verdict came while its container ran is
+        asked here, once, and stopped like any other (SIGTERM, SIGKILL after the grace)."""
+        ended = rec.notes.setdefault("ended", [])
+        waiting, changed = False, False
+        for rule in rec.rules:
+            key = f"rule:{rule.name}"
+            if rule.handle is None or key in ended:
+                continue
+            state = self.runtime.status(rule.handle)
+            if state.phase in ("exited", "missing"):
+                changed |= self._gone(rec, key, rule.handle, state)
+            else:
+                waiting = True
+                changed |= self._signal(rec, key, rule.handle, now)
+        return changed if waiting else None
+
     # --- finishing -----------------------------------------------------------------------
 
     def _finish(self, rec: JobRecord, now: float) -> bool:
@@ -338,6 +396,9 @@ class Supervisor:
                     changed |= rule.set_status(R.Stopping, None, now)
         if any(r.status in (R.InProgress, R.Stopping) for r in rec.rules):
             return changed
+        lingering = self._lingering(rec, now)
+        if lingering is not None:
+            return changed | lingering
         if rec.secondary == S.Stopping:
             final = S.MaxRuntimeExceeded if rec.notes.get("max_runtime_exceeded") else S.Stopped
             changed |= rec.transition(final, rec.stop_reason or "Training job stopped", now)
