@@ -128,6 +128,9 @@ class Supervisor:
                 return  # something the record does not hold still runs: the next pass looks again
             changed |= settled
         elif launch.missing(rec):
+            fresh = self.store.get(rec.name)
+            if fresh.version != rec.version:  # the pass's copy may predate a stop: never launch a stopped job
+                return self.reconcile(fresh)
             rec = self._launch(rec, now)
             if rec.is_terminal():
                 self._release(rec)
