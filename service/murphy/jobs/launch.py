@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from murphy.exceptions import MurphyError, RuntimeBackendError
 from murphy.jobs.model import Handle, JobRecord, RuleEvaluationStatus, SecondaryStatus
 from murphy.jobs.plans import containers, rule_plan, training_container, training_plan
+from murphy.jobs.progress import MAX_REASON
 from murphy.runtimes.base import Runtime
 from murphy.settings import Settings
 
 log = logging.getLogger(__name__)
 R = RuleEvaluationStatus
-MAX_REASON = 1024
 
 
 @dataclass
@@ -118,3 +118,24 @@ def failed_names(rec: JobRecord, out: Launched) -> set[str]:
     names = {training_container(rec)} if out.training_error is not None else set()
     by_rule = {rule.name: name for name, rule in containers(rec).items() if rule is not None}
     return names | {by_rule[n] for n in out.rule_errors if n in by_rule}
+
+
+def settle_unlaunched(runtime: Runtime, rec: JobRecord, now: float) -> bool | None:
+    """A stopping job's containers that were never recorded: clear whatever the runtime has
+    under their names (a launch a crash cut short), then mark them never started. False when
+    there are none, None while something of them still runs."""
+    names = containers(rec)
+    pending = {name for name, rule in names.items()
+               if (rule is None and rec.training is None and "training_exit" not in rec.notes)
+               or (rule is not None and rule.handle is None and rule.status in (R.InProgress, R.Stopping))}
+    if not pending:
+        return False
+    if not clear_unrecorded(runtime, rec, "its job was stopped before the launch was recorded", pending):
+        return None
+    if rec.training is None and "training_exit" not in rec.notes:
+        rec.notes["training_exit"] = {"phase": "not-started", "exit_code": None, "at": now}
+    not_started = rec.notes.get("training_exit", {}).get("phase") == "not-started"
+    for rule in rec.rules:
+        if rule.handle is None and rule.status in (R.InProgress, R.Stopping) and (not_started or rule.kind == "debug"):
+            rule.set_status(R.Stopped, "The training job was stopped before rule evaluation started.", now)
+    return True

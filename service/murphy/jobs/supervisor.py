@@ -29,7 +29,8 @@ from collections.abc import Callable
 from murphy.exceptions import ConcurrentUpdate, JobNotFound, MurphyError, ObjectNotFound
 from murphy.jobs import launch
 from murphy.jobs.model import Handle, JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
-from murphy.jobs.plans import containers, open_uri, tensor_uri
+from murphy.jobs.plans import open_uri, tensor_uri
+from murphy.jobs.progress import MAX_REASON, STAGES, advance, bare, failure_reason
 from murphy.jobs.reconciler import Reconciler
 from murphy.jobs.service import mutate, request_stop
 from murphy.runtimes.base import ContainerState, Runtime
@@ -40,21 +41,6 @@ from murphy.store.base import JobStore
 log = logging.getLogger(__name__)
 S = SecondaryStatus
 R = RuleEvaluationStatus
-_STAGES = {"Downloading": S.Downloading, "Training": S.Training, "Uploading": S.Uploading}
-_ORDER = [S.Starting, S.Downloading, S.Training, S.Uploading]
-MAX_REASON = 1024
-
-
-def _failure_reason(state: ContainerState) -> str:
-    if state.failure:
-        return state.failure.strip()[:MAX_REASON]
-    if state.phase == "missing":
-        head = "InternalServerError: the training container vanished (its process is gone and left no exit status)"
-    else:
-        head = f"AlgorithmError: the training process exited with code {state.exit_code}"
-    tail = state.log_tail.strip()
-    text = f"{head}. Last lines of the log:\n{tail}" if tail else head
-    return text if len(text) <= MAX_REASON else head + ". …" + text[-(MAX_REASON - len(head) - 3):]
 
 
 class Supervisor:
@@ -123,7 +109,7 @@ class Supervisor:
         now = self.clock()
         changed = False
         if rec.secondary == S.Stopping:
-            settled = self._settle_unlaunched(rec, now)
+            settled = launch.settle_unlaunched(self.runtime, rec, now)
             if settled is None:
                 return  # something the record does not hold still runs: the next pass looks again
             changed |= settled
@@ -168,27 +154,6 @@ class Supervisor:
             return self.store.update(rec)  # handles first: a crash now re-attaches, never relaunches twice
         except ConcurrentUpdate:  # a stop (or tags) came in during the launch: keep theirs, add ours
             return mutate(self.store, rec.name, lambda fresh: launch.apply_launch(fresh, out, now))
-
-    def _settle_unlaunched(self, rec: JobRecord, now: float) -> bool | None:
-        """A stopping job's containers that were never recorded: clear whatever the runtime has
-        under their names (a launch a crash cut short), then mark them never started. None
-        while something is still running."""
-        names = containers(rec)
-        pending = {name for name, rule in names.items()
-                   if (rule is None and rec.training is None and "training_exit" not in rec.notes)
-                   or (rule is not None and rule.handle is None and rule.status in (R.InProgress, R.Stopping))}
-        if not pending:
-            return False
-        if not launch.clear_unrecorded(self.runtime, rec, "its job was stopped before the launch was recorded", pending):
-            return None
-        if rec.training is None and "training_exit" not in rec.notes:
-            rec.notes["training_exit"] = {"phase": "not-started", "exit_code": None, "at": now}
-        not_started = rec.notes.get("training_exit", {}).get("phase") == "not-started"
-        never = [r for r in rec.rules if r.handle is None and r.status in (R.InProgress, R.Stopping)
-                 and (not_started or r.kind == "debug")]
-        for rule in never:
-            rule.set_status(R.Stopped, "The training job was stopped before rule evaluation started.", now)
-        return True
 
     # --- rules ---------------------------------------------------------------------------
 
@@ -253,7 +218,7 @@ class Supervisor:
         rule.result = result
         if status == "IssuesFound":
             step = result.get("step")
-            message = _bare(str(result.get("message") or ""), rule, result)
+            message = bare(str(result.get("message") or ""), rule, result)
             details = f"RuleEvaluationConditionMet: Evaluation of the rule {rule.name} at step {step} resulted in the condition being met. {message}".strip()
             changed = rule.set_status(R.IssuesFound, details, now)
             changed |= self._on_finding(rec, rule, result, now)
@@ -274,7 +239,7 @@ class Supervisor:
         exit_info = rec.notes.get("training_exit")
         if exit_info is not None and exit_info.get("exit_code") != 0:
             return False  # training already failed on its own: the job ends Failed, the rule keeps its verdict
-        message = _bare(str(result.get("message") or ""), rule, result) or "found issues"
+        message = bare(str(result.get("message") or ""), rule, result) or "found issues"
         reason = f"Training job stopped by rule {rule.name}: {message}"[:MAX_REASON]
         if has_actions:
             changed = False
@@ -318,14 +283,14 @@ class Supervisor:
             self._gone(rec, "training", rec.training, state)
             rec.notes["training_exit"] = {"phase": state.phase, "exit_code": state.exit_code, "at": now}
             if state.exit_code != 0 and rec.secondary != S.Stopping:
-                rec.failure_reason = _failure_reason(state)
+                rec.failure_reason = failure_reason(state)
             if state.phase == "missing" or state.exit_code != 0:
                 self._write_end_marker(rec)
             return True
         if rec.secondary == S.Stopping:
             return self._signal(rec, "training", rec.training, now)
-        stage = _STAGES.get(state.stage or "", S.Starting if state.phase == "pending" else S.Downloading)
-        changed |= _advance(rec, stage, now)
+        stage = STAGES.get(state.stage or "", S.Starting if state.phase == "pending" else S.Downloading)
+        changed |= advance(rec, stage, now)
         limit = rec.spec.get("StoppingCondition", {}).get("MaxRuntimeInSeconds")
         started = rec.training_start_time or rec.creation_time
         if limit and now - started > float(limit):
@@ -389,7 +354,7 @@ class Supervisor:
         pending = [r for r in rec.rules if r.status in (R.InProgress, R.Stopping)]
         if pending and rec.secondary != S.Stopping:
             if exit_info.get("exit_code") == 0:
-                changed |= _advance(rec, S.Uploading, now)
+                changed |= advance(rec, S.Uploading, now)
             if now - exit_info["at"] > self.settings.rule_finish_timeout_s:
                 for rule in pending:
                     changed |= rule.set_status(R.Stopping, "Training ended; rule evaluation ran out of time.", now)
@@ -406,37 +371,9 @@ class Supervisor:
             final = S.MaxRuntimeExceeded if rec.notes.get("max_runtime_exceeded") else S.Stopped
             changed |= rec.transition(final, rec.stop_reason or "Training job stopped", now)
         elif exit_info.get("exit_code") == 0:
-            _advance(rec, S.Uploading, now)
+            advance(rec, S.Uploading, now)
             changed |= rec.transition(S.Completed, "Training job completed", now)
         else:
             changed |= rec.transition(S.Failed, "Training job failed", now)
             rec.failure_reason = rec.failure_reason or "AlgorithmError: training failed"
         return changed
-
-
-def _bare(message: str, rule: RuleState, result: dict[str, object]) -> str:
-    """The rule's message without its own ``"<Rule>: "`` prefix (the status text names the rule)."""
-    for prefix in (rule.name, str(result.get("rule_to_invoke") or ""), str(result.get("rule_name") or "")):
-        if prefix and message.startswith(prefix + ": "):
-            return message[len(prefix) + 2 :]
-    return message
-
-
-def _advance(rec: JobRecord, target: SecondaryStatus, now: float) -> bool:
-    """Walk forward through Starting → (Downloading) → Training → Uploading up to ``target``: a
-    fast container may pass several stages between two looks, and each must be reported."""
-    if rec.secondary not in _ORDER or _ORDER.index(target) <= _ORDER.index(rec.secondary):
-        return False
-    for stage in _ORDER[_ORDER.index(rec.secondary) + 1 : _ORDER.index(target) + 1]:
-        if stage == S.Downloading and target != S.Downloading:
-            continue
-        rec.transition(stage, _stage_message(stage), now)
-    return True
-
-
-def _stage_message(stage: SecondaryStatus) -> str:
-    return {
-        S.Downloading: "Downloading input data and the training image",
-        S.Training: "Training image download completed. Training in progress.",
-        S.Uploading: "Uploading generated training model",
-    }.get(stage, stage.value)

@@ -5,6 +5,7 @@ whose ``during_launch`` hook holds a launch in flight while the test stops the j
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -230,3 +231,38 @@ def test_the_reconciler_leaves_a_recorded_container_and_kills_an_impostor(h: Har
     swept = Reconciler(h.store, h.runtime).sweep()
     assert [s.container_name for s in swept] == ["job-1-training"]
     assert "records container another-container" in swept[0].reason
+
+
+def test_a_stop_written_after_the_pass_read_the_job_prevents_its_launch(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    h.service.create_training_job(request(rules=1), **ACCOUNT)
+    stale = h.store.active()  # the pass's copies, read before the stop
+    h.service.stop_training_job("job-1")
+    with monkeypatch.context() as m:
+        m.setattr(h.store, "active", lambda: stale)
+        h.supervisor.run_once()
+    assert h.runtime.launch_calls == []  # prevented, not started and then stopped
+    assert h.service.describe_training_job("job-1")["TrainingJobStatus"] == "Stopped"
+
+
+def test_the_supervisor_sweeps_at_start_and_then_periodically(tmp_path: Path) -> None:
+    h = Harness(tmp_path, reconciler_interval_s=0.2, reconcile_interval_s=0.05)
+    h.runtime.launch(replace(training_plan(_record(h)), container_name="ghost-training", job_name="ghost"))
+    h.supervisor.start()
+    try:
+        deadline = time.monotonic() + 5
+        while "ghost-training" not in h.runtime.removed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert h.runtime.removed == ["ghost-training"]  # at start
+        h.runtime.launch(replace(training_plan(_record(h)), container_name="ghost2-training", job_name="ghost2"))
+        while "ghost2-training" not in h.runtime.removed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "ghost2-training" in h.runtime.removed  # and again a sweep later
+    finally:
+        h.supervisor.close()
+
+
+def _record(h: Harness) -> Any:
+    from murphy.jobs.model import JobRecord
+
+    return JobRecord.new("x", "arn:aws:sagemaker:us-west-2:123456789012:training-job/x", "123456789012", "us-west-2",
+                         request("x", rules=0), 0.0)
