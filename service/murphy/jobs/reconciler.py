@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from murphy.exceptions import JobNotFound
+from murphy.exceptions import JobNotFound, MurphyError
 from murphy.jobs.model import JobRecord, RuleEvaluationStatus, SecondaryStatus
 from murphy.jobs.plans import containers
 from murphy.runtimes.base import FoundContainer, Runtime
@@ -81,12 +81,16 @@ class Reconciler:
                     log.info("reconciler: container %s of live job %s is not on its record yet; its launch re-attaches it",
                              c.container_name, c.job_name)
                 continue
-            if c.live:
-                log.warning("reconciler: stopping container %s (job %s): %s", c.container_name, c.job_name, reason)
-                self.runtime.stop(c.handle, force=True)
-            else:
-                log.info("reconciler: removing exited container %s (job %s): %s", c.container_name, c.job_name, reason)
-            self.runtime.remove(c.handle)
+            try:
+                if c.live:
+                    log.warning("reconciler: stopping container %s (job %s): %s", c.container_name, c.job_name, reason)
+                    self.runtime.stop(c.handle, force=True)
+                else:
+                    log.info("reconciler: removing exited container %s (job %s): %s", c.container_name, c.job_name, reason)
+                self.runtime.remove(c.handle)
+            except MurphyError as e:  # one that resists must not shield the others; the next sweep retries
+                log.warning("reconciler: cannot stop container %s (job %s): %s", c.container_name, c.job_name, e)
+                continue
             out.append(Swept(c.job_name, c.container_name, c.live, reason))
         return out
 

@@ -26,7 +26,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from murphy.exceptions import ConcurrentUpdate, JobNotFound, MurphyError, ObjectNotFound
+from murphy.exceptions import (
+    ConcurrentUpdate,
+    JobNotFound,
+    MurphyError,
+    ObjectNotFound,
+    RuntimeBackendError,
+)
 from murphy.jobs import launch
 from murphy.jobs.model import Handle, JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
 from murphy.jobs.plans import open_uri, tensor_uri
@@ -148,7 +154,10 @@ class Supervisor:
             os.kill(os.getpid(), signal.SIGKILL)
         failed = launch.failed_names(rec, out)
         if failed:  # a failed launch may have created its container anyway: it must not run
-            launch.clear_unrecorded(self.runtime, rec, "its launch failed", failed)
+            try:
+                launch.clear_unrecorded(self.runtime, rec, "its launch failed", failed)
+            except RuntimeBackendError as e:  # what did start must still be recorded; the reconciler retries
+                log.warning("cannot look for what the failed launch of %s left: %s", rec.name, e)
         launch.apply_launch(rec, out, now)
         try:
             return self.store.update(rec)  # handles first: a crash now re-attaches, never relaunches twice
