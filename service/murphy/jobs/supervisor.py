@@ -68,6 +68,9 @@ class Supervisor:
     # --- loop ----------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.settings.test_crash_after_launch:
+            log.warning("MURPHY_TEST_CRASH_AFTER_LAUNCH is set (fault injection, tests only): this service "
+                        "kills itself right after its next launch")
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="murphy-supervisor", daemon=True)
             self._thread.start()
