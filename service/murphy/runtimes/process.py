@@ -180,6 +180,8 @@ class ProcessRuntime:
         groups: dict[str, list[tuple[procfs.ProcStat, dict[str, str]]]] = {}
         for st, env in procfs.marked(f"{RUNTIME_ID_ENV}={self.rid}"):
             d = env.get(CONTAINER_MARKER_ENV)
+            if st.pid == os.getpid():  # a service started from inside a container inherits its labels
+                continue
             if d and (job_name is None or env.get(JOB_ENV) == job_name):
                 groups.setdefault(d, []).append((st, env))
         out = []
