@@ -72,6 +72,11 @@ class FakeRuntime:
         with self._lock:
             self._get(container_name).state = state
 
+    def forget(self, container_name: str) -> None:
+        """The container vanishes as if the engine never had it (a later launch creates anew)."""
+        with self._lock:
+            self._containers.pop(container_name, None)
+
     def add_log(self, container_name: str, message: str, timestamp_ms: int | None = None) -> None:
         t = int(self.clock() * 1000) if timestamp_ms is None else timestamp_ms
         with self._lock:

@@ -196,7 +196,7 @@ def test_the_reconciler_stops_what_no_live_job_accounts_for(h: Harness, caplog: 
     # re-used), one of a job nobody knows, one job-1 has no slot for, and one a stopping job
     # never recorded.
     done = h.store.get("done")
-    rt._containers.pop("done-training")
+    rt.forget("done-training")
     rt.launch(training_plan(done))
     rt.launch(replace(training_plan(done), container_name="ghost-training", job_name="ghost"))
     extra = rule_plan(h.store.get("job-1"), h.store.get("job-1").rules[0], 5, h.settings)
@@ -206,7 +206,7 @@ def test_the_reconciler_stops_what_no_live_job_accounts_for(h: Harness, caplog: 
     rec = h.store.get("stopping")
     rec.training = None  # as if its launch had never been recorded
     h.store.update(rec)
-    rt._containers.pop("stopping-training")
+    rt.forget("stopping-training")
     rt.launch(training_plan(stopping))
     with caplog.at_level("WARNING", logger="murphy.jobs.reconciler"):
         swept = Reconciler(h.store, rt).sweep()
