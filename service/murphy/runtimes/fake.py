@@ -12,6 +12,7 @@ It records every plan launched and every stop; the test scripts what each contai
                                                           # already created: block, or raise to
                                                           # fail a launch that left it behind
     rt.list_containers("job-1")                           # what exists, as a backend answers
+    rt.forget(name)                                       # gone as if the engine never had it
 """
 
 from __future__ import annotations
