@@ -66,9 +66,9 @@ class Plane:
         self.logs = boto3.client("logs", **kw)
         self.bucket = root / "data" / "buckets" / "bench"
         (self.bucket / "src").mkdir(parents=True)
-        (self.bucket / "src" / "started.tar.gz").write_bytes(tarball({"train.py": STARTED}))
-        (self.bucket / "src" / "explodes.tar.gz").write_bytes(
-            tarball({"train.py": EXPLODES, "_rules_data.py": (HERE / "_rules_data.py").read_text()}))
+        (self.bucket / "src" / "started.tar.gz").write_bytes(tarball(root / "src-started", {"train.py": STARTED}))
+        (self.bucket / "src" / "explodes.tar.gz").write_bytes(tarball(
+            root / "src-explodes", {"train.py": EXPLODES, "_rules_data.py": (HERE / "_rules_data.py").read_text()}))
 
     def close(self) -> None:
         self.proc.terminate()

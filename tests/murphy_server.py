@@ -88,10 +88,13 @@ def kill_job_processes(data_dir: Path) -> None:
     for handle_file in (data_dir / "containers").glob("*/handle.json"):
         with contextlib.suppress(ValueError, KeyError, OSError):
             leaders.add(int(json.loads(handle_file.read_text())["data"]["pid"]))
+    # A launch killed before its handle.json leaves processes only their labels name.
+    marker = f"MURPHY_CONTAINER={data_dir / 'containers'}/".encode()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[3]) in leaders:  # field 6 of /proc/PID/stat: the session id
+            labelled = any(e.startswith(marker) for e in (stat.parent / "environ").read_bytes().split(b"\0"))
+            if int(fields[3]) in leaders or labelled:  # field 6 of /proc/PID/stat: the session id
                 os.kill(int(stat.parent.name), signal.SIGKILL)
         except (OSError, ValueError, IndexError):
             pass

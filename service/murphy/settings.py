@@ -57,6 +57,13 @@ class Settings(BaseSettings):
     #: before the container exits, and an exit is noticed on every pass; this catches a
     #: container that lingers after writing it without a GET per rule per pass on S3).
     rule_result_poll_s: float = 1.0
+    #: Seconds between sweeps of the reconciler, which stops containers carrying this
+    #: installation's labels that no live job accounts for (it also sweeps at service start).
+    reconciler_interval_s: float = 30.0
+    #: TEST ONLY (fault injection, ``MURPHY_TEST_CRASH_AFTER_LAUNCH=1``): the service kills itself
+    #: with SIGKILL right after launching a job's containers, before their handles are recorded,
+    #: so tests can show what the reconciler does with the result. Never set it otherwise.
+    test_crash_after_launch: bool = False
     #: A JSON file extending/overriding the built-in image catalog.
     image_catalog: Path | None = None
 

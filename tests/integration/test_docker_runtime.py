@@ -85,6 +85,45 @@ def test_unknown_image_is_refused_with_how_to_build(env: DockerEnv) -> None:
         env.rt.launch(env.script_plan("unknown", "ok", image="acme/trainer:1"))
 
 
+# ---- a launch cut short between the engine's create and start (issue 14) ---------------------
+
+
+class _Died(BaseException):
+    """The service dying mid-launch: nothing of murphy's may catch it."""
+
+
+def _created_not_started(env: DockerEnv, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from docker.models.containers import Container
+
+    def die(self: Container, **kwargs: Any) -> None:
+        raise _Died
+
+    with monkeypatch.context() as m:
+        m.setattr(Container, "start", die)
+        with pytest.raises(_Died):
+            env.rt.launch(env.script_plan(name, "sleep"))
+
+
+def test_a_container_created_but_never_started_is_listed_pending_and_stop_removes_it(
+        env: DockerEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    _created_not_started(env, "sm-created", monkeypatch)
+    [found] = env.rt.list_containers("sm-created")
+    assert (found.phase, found.live, found.container_name, found.role) == ("pending", True, "sm-created", "training")
+    assert env.rt.status(found.handle).phase == "pending"
+    env.rt.stop(found.handle)  # never to start now
+    assert env.rt.list_containers("sm-created") == [] and env.rt.status(found.handle).phase == "missing"
+
+
+def test_launching_a_created_container_again_starts_it(env: DockerEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    _created_not_started(env, "sm-created-2", monkeypatch)
+    [found] = env.rt.list_containers("sm-created-2")
+    h = env.launch(env.script_plan("sm-created-2", "sleep"))
+    assert h.id == found.handle.id
+    env.wait_log(h, "ready")
+    env.rt.stop(h, force=True)
+    assert env.gone(h)
+
+
 # ---- a real S3 endpoint through the gateway --------------------------------------------------
 
 

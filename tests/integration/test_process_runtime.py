@@ -50,6 +50,35 @@ def test_toolkit_killed_behind_the_runtimes_back_is_exited_by_signal(env: Proces
     assert env.gone(h)  # the shim took the program down with the container
 
 
+def test_a_launch_that_died_before_its_handle_is_found_in_proc_and_not_started_twice(env: ProcessEnv) -> None:
+    h = env.launch(script_plan("sm-half", "sleep"))
+    env.wait_log(h, "ready")
+    cdir = Path(h.data["dir"])
+    (cdir / "handle.json").unlink()  # as a service killed between the start and handle.json leaves it
+    (cdir / "launch.json").write_text("{}")
+    other = ProcessRuntime(env.root, ImageCatalog(), {})  # the restarted service's runtime
+    [found] = other.list_containers("sm-half")
+    assert (found.handle.id, found.handle.data["pid"], found.role) == (h.id, h.data["pid"], "training")
+    again = other.launch(script_plan("sm-half", "sleep"))
+    assert again.id == h.id and [m.pid for m in env.members(h) if m.pid == m.sid] == [h.data["pid"]]
+    assert (cdir / "handle.json").exists()
+    other.stop(again, force=True)
+    assert env.gone(h) and other.list_containers("sm-half") == []
+
+
+def test_every_process_of_a_container_carries_the_labels(env: ProcessEnv) -> None:
+    h = env.launch(script_plan("sm-labels", "sleep"))
+    env.wait_log(h, "ready")
+    members = env.members(h)
+    assert len(members) == 3  # shim, toolkit, program
+    for m in members:
+        environ = dict(e.split("=", 1) for e in Path(f"/proc/{m.pid}/environ").read_text().split("\0") if "=" in e)
+        assert environ["MURPHY_RUNTIME_ID"] == env.rt.rid and environ["MURPHY_JOB_NAME"] == "sm-labels"
+        assert environ["MURPHY_CONTAINER_ROLE"] == "training" and environ["MURPHY_CONTAINER"] == h.data["dir"]
+    env.rt.stop(h, force=True)
+    assert env.gone(h)
+
+
 # ---- the same container contract on a real S3 endpoint ---------------------------------------
 
 

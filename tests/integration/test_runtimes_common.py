@@ -188,3 +188,24 @@ def test_container_vanished_behind_the_runtimes_back_is_missing(env: RuntimeEnv)
     assert env.leftovers(h) == env.survivors_of_vanish
     env.rt.stop(h, force=True)  # no error for a vanished container; it ends what is left
     assert env.leftovers(h) == [] and env.rt.status(h).phase == env.phase_after_stopping_vanished
+
+
+# ---- labels: what the backend itself says is running (issue 14's reconciler) -----------------
+
+
+def test_containers_are_listed_by_their_labels_from_the_backend(env: RuntimeEnv, tmp_path: Path) -> None:
+    h = env.launch(env.script_plan("sm-listed", "sleep", job_name="listed-job"))
+    env.wait_log(h, "ready")
+    found = env.runtime().list_containers("listed-job")  # a new instance: the backend answers, not state
+    assert [(c.container_name, c.job_name, c.role, c.phase, c.handle.id) for c in found] == [
+        ("sm-listed", "listed-job", "training", "running", h.id)]
+    assert "sm-listed" in [c.container_name for c in env.rt.list_containers()]
+    assert env.rt.list_containers("no-such-job") == []
+    elsewhere = type(env)(tmp_path, *([env.client] if isinstance(env, DockerEnv) else []))
+    try:  # another installation (another runtime id) on the same host sees none of it
+        assert elsewhere.rt.list_containers() == []
+    finally:
+        elsewhere.close()
+    env.rt.stop(found[0].handle, force=True)  # the listed handle works as launch's does
+    assert env.gone(h)
+    assert [c for c in env.rt.list_containers("listed-job") if c.live] == []

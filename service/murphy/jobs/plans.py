@@ -29,6 +29,22 @@ def tensor_uri(record: JobRecord) -> str | None:
     return debug_output_uri(hook_output_path(record.spec), record.name) if wants_tensors(record.spec) else None
 
 
+def training_container(record: JobRecord) -> str:
+    return f"{record.name}-training"
+
+
+def rule_container(record: JobRecord, index: int) -> str:
+    """The container of the ``index``-th debug rule (profiler rules have none)."""
+    return f"{record.name}-rule-{index}"
+
+
+def containers(record: JobRecord) -> dict[str, RuleState | None]:
+    """Every container name the job may have: its training container (None) and one per debug rule."""
+    out: dict[str, RuleState | None] = {training_container(record): None}
+    out.update((rule_container(record, i), r) for i, r in enumerate(r for r in record.rules if r.kind == "debug"))
+    return out
+
+
 def training_plan(record: JobRecord) -> TrainingPlan:
     spec = record.spec
     algo = spec.get("AlgorithmSpecification", {})
@@ -51,7 +67,7 @@ def training_plan(record: JobRecord) -> TrainingPlan:
     entry = algo.get("ContainerEntrypoint")
     args = algo.get("ContainerArguments")
     return TrainingPlan(
-        container_name=f"{record.name}-training",
+        container_name=training_container(record),
         job_name=record.name,
         account=record.account,
         region=record.region,
@@ -81,7 +97,7 @@ def rule_plan(record: JobRecord, rule: RuleState, index: int, settings: Settings
     cfg = next(c for c in record.spec.get("DebugRuleConfigurations", []) if c["RuleConfigurationName"] == rule.name)
     base = tensor_uri(record) or debug_output_uri(hook_output_path(record.spec), record.name)
     return RulePlan(
-        container_name=f"{record.name}-rule-{index}",
+        container_name=rule_container(record, index),
         job_name=record.name,
         account=record.account,
         region=record.region,

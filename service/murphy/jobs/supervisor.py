@@ -10,13 +10,18 @@ Lifecycle of a job (see docs/control-plane.md):
   Uploading (training exited 0; rules finish the remaining steps) → Completed,
   or Stopping → Stopped (user, a rule finding, an action) / MaxRuntimeExceeded, or Failed.
 A job reaches its terminal status only when every rule has one too, so a client that sees
-``Completed`` also sees every rule's final verdict.
+``Completed`` also sees every rule's final verdict, and only when every container it launched
+(or may have launched) is confirmed gone: exited, or never created (docs/runtimes.md, "The stop
+guarantee"). Launch and stop of a job are ordered by :mod:`murphy.jobs.launch`; between passes
+the :class:`~murphy.jobs.reconciler.Reconciler` stops what no live job accounts for.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -28,9 +33,12 @@ from murphy.exceptions import (
     ObjectNotFound,
     RuntimeBackendError,
 )
+from murphy.jobs import launch
 from murphy.jobs.model import Handle, JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
-from murphy.jobs.plans import open_uri, rule_plan, tensor_uri, training_plan
-from murphy.jobs.service import request_stop
+from murphy.jobs.plans import open_uri, tensor_uri
+from murphy.jobs.progress import MAX_REASON, STAGES, advance, bare, failure_reason
+from murphy.jobs.reconciler import Reconciler
+from murphy.jobs.service import mutate, request_stop
 from murphy.runtimes.base import ContainerState, Runtime
 from murphy.settings import Settings
 from murphy.storage import ObjectStore
@@ -39,21 +47,6 @@ from murphy.store.base import JobStore
 log = logging.getLogger(__name__)
 S = SecondaryStatus
 R = RuleEvaluationStatus
-_STAGES = {"Downloading": S.Downloading, "Training": S.Training, "Uploading": S.Uploading}
-_ORDER = [S.Starting, S.Downloading, S.Training, S.Uploading]
-MAX_REASON = 1024
-
-
-def _failure_reason(state: ContainerState) -> str:
-    if state.failure:
-        return state.failure.strip()[:MAX_REASON]
-    if state.phase == "missing":
-        head = "InternalServerError: the training container vanished (its process is gone and left no exit status)"
-    else:
-        head = f"AlgorithmError: the training process exited with code {state.exit_code}"
-    tail = state.log_tail.strip()
-    text = f"{head}. Last lines of the log:\n{tail}" if tail else head
-    return text if len(text) <= MAX_REASON else head + ". …" + text[-(MAX_REASON - len(head) - 3):]
 
 
 class Supervisor:
@@ -70,10 +63,14 @@ class Supervisor:
         self._stores: dict[str, ObjectStore] = {}
         #: (job, rule) -> when its result.json was last read while its container ran.
         self._result_reads: dict[tuple[str, str], float] = {}
+        self.reconciler = Reconciler(store, runtime)
 
     # --- loop ----------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.settings.test_crash_after_launch:
+            log.warning("MURPHY_TEST_CRASH_AFTER_LAUNCH is set (fault injection, tests only): this service "
+                        "kills itself right after its next launch")
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="murphy-supervisor", daemon=True)
             self._thread.start()
@@ -89,7 +86,14 @@ class Supervisor:
         self._wake.set()
 
     def _loop(self) -> None:
+        next_sweep = 0.0  # at start: what a crash left is dealt with before the first pass
         while not self._stop.is_set():
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + self.settings.reconciler_interval_s
+                try:
+                    self.reconciler.sweep()
+                except Exception:
+                    log.exception("reconciler sweep failed")
             try:
                 self.run_once()
             except Exception:  # the loop must outlive any one bad pass
@@ -113,18 +117,19 @@ class Supervisor:
     def reconcile(self, rec: JobRecord) -> None:
         now = self.clock()
         changed = False
-        if rec.training is None and rec.secondary == S.Stopping and "training_exit" not in rec.notes:
-            # Stopped before anything was launched: nothing to signal, nothing to wait for.
-            rec.notes["training_exit"] = {"phase": "not-started", "exit_code": None, "at": now}
-            for rule in rec.rules:
-                if rule.handle is None and rule.status in (R.InProgress, R.Stopping):
-                    rule.set_status(R.Stopped, "The training job was stopped before rule evaluation started.", now)
-            changed = True
-        if rec.training is None and rec.secondary != S.Stopping:
-            changed |= self._launch(rec, now)
-            if changed:
-                rec = self.store.update(rec)  # handles first: a crash now re-attaches, never relaunches twice
-                changed = False
+        if rec.secondary == S.Stopping:
+            settled = launch.settle_unlaunched(self.runtime, rec, now)
+            if settled is None:
+                return  # something the record does not hold still runs: the next pass looks again
+            changed |= settled
+        elif launch.missing(rec):
+            fresh = self.store.get(rec.name)
+            if fresh.version != rec.version:  # the pass's copy may predate a stop: never launch a stopped job
+                return self.reconcile(fresh)
+            rec = self._launch(rec, now)
+            if rec.is_terminal():
+                self._release(rec)
+                return
         changed |= self._watch_rules(rec, now)
         changed |= self._watch_training(rec, now)
         changed |= self._finish(rec, now)
@@ -143,26 +148,24 @@ class Supervisor:
             except Exception:  # a leftover container must not fail the job's bookkeeping
                 log.exception("cannot release container %s of %s", handle.id, rec.name)
 
-    def _launch(self, rec: JobRecord, now: float) -> bool:
-        try:
-            rec.training = self.runtime.launch(training_plan(rec))
-        except (RuntimeBackendError, MurphyError, OSError) as e:
-            rec.failure_reason = f"ClientError: {e}"[:MAX_REASON]
-            rec.notes["training_exit"] = {"phase": "not-started", "at": now}
-            for rule in rec.rules:
-                rule.set_status(R.Stopped, "The training job failed before rule evaluation started.", now)
-            rec.transition(S.Failed, f"Training job failed: {e}"[:MAX_REASON], now)
-            return True
-        debug_rules = [r for r in rec.rules if r.kind == "debug"]
-        for i, rule in enumerate(debug_rules):
+    def _launch(self, rec: JobRecord, now: float) -> JobRecord:
+        """Launch what is missing and record it on the current record: a stop written during
+        the launch then finds the handles and stops what was started."""
+        out = launch.launch_missing(self.runtime, rec, self.settings)
+        if self.settings.test_crash_after_launch and out.handles():
+            log.warning("MURPHY_TEST_CRASH_AFTER_LAUNCH: killing this service before %s's handles are recorded", rec.name)
+            os.kill(os.getpid(), signal.SIGKILL)
+        failed = launch.failed_names(rec, out)
+        if failed:  # a failed launch may have created its container anyway: it must not run
             try:
-                rule.handle = self.runtime.launch(rule_plan(rec, rule, i, self.settings))
-            except (RuntimeBackendError, MurphyError, OSError) as e:
-                rule.set_status(R.Error, f"ClientError: cannot start the rule evaluator: {e}", now)
-        for rule in rec.rules:
-            if rule.kind == "profiler" and rule.status == R.InProgress:
-                rule.set_status(R.Error, "murphy does not evaluate profiler rules; nothing was evaluated.", now)
-        return True
+                launch.clear_unrecorded(self.runtime, rec, "its launch failed", failed)
+            except RuntimeBackendError as e:  # what did start must still be recorded; the reconciler retries
+                log.warning("cannot look for what the failed launch of %s left: %s", rec.name, e)
+        launch.apply_launch(rec, out, now)
+        try:
+            return self.store.update(rec)  # handles first: a crash now re-attaches, never relaunches twice
+        except ConcurrentUpdate:  # a stop (or tags) came in during the launch: keep theirs, add ours
+            return mutate(self.store, rec.name, lambda fresh: launch.apply_launch(fresh, out, now))
 
     # --- rules ---------------------------------------------------------------------------
 
@@ -206,6 +209,8 @@ class Supervisor:
             # never misses it; while the container runs it is read only now and then.
             state = self.runtime.status(rule.handle)
             ended = state.phase in ("exited", "missing")
+            if ended:
+                changed |= self._gone(rec, f"rule:{rule.name}", rule.handle, state)
             result = self._read_result(rule) if ended or self._result_due(rec, rule, now) else None
             if result is not None:
                 changed |= self._apply_result(rec, rule, result, now)
@@ -225,7 +230,7 @@ class Supervisor:
         rule.result = result
         if status == "IssuesFound":
             step = result.get("step")
-            message = _bare(str(result.get("message") or ""), rule, result)
+            message = bare(str(result.get("message") or ""), rule, result)
             details = f"RuleEvaluationConditionMet: Evaluation of the rule {rule.name} at step {step} resulted in the condition being met. {message}".strip()
             changed = rule.set_status(R.IssuesFound, details, now)
             changed |= self._on_finding(rec, rule, result, now)
@@ -246,7 +251,7 @@ class Supervisor:
         exit_info = rec.notes.get("training_exit")
         if exit_info is not None and exit_info.get("exit_code") != 0:
             return False  # training already failed on its own: the job ends Failed, the rule keeps its verdict
-        message = _bare(str(result.get("message") or ""), rule, result) or "found issues"
+        message = bare(str(result.get("message") or ""), rule, result) or "found issues"
         reason = f"Training job stopped by rule {rule.name}: {message}"[:MAX_REASON]
         if has_actions:
             changed = False
@@ -287,16 +292,17 @@ class Supervisor:
         state = self.runtime.status(rec.training)
         changed = False
         if state.phase in ("exited", "missing"):
+            self._gone(rec, "training", rec.training, state)
             rec.notes["training_exit"] = {"phase": state.phase, "exit_code": state.exit_code, "at": now}
             if state.exit_code != 0 and rec.secondary != S.Stopping:
-                rec.failure_reason = _failure_reason(state)
+                rec.failure_reason = failure_reason(state)
             if state.phase == "missing" or state.exit_code != 0:
                 self._write_end_marker(rec)
             return True
         if rec.secondary == S.Stopping:
             return self._signal(rec, "training", rec.training, now)
-        stage = _STAGES.get(state.stage or "", S.Starting if state.phase == "pending" else S.Downloading)
-        changed |= _advance(rec, stage, now)
+        stage = STAGES.get(state.stage or "", S.Starting if state.phase == "pending" else S.Downloading)
+        changed |= advance(rec, stage, now)
         limit = rec.spec.get("StoppingCondition", {}).get("MaxRuntimeInSeconds")
         started = rec.training_start_time or rec.creation_time
         if limit and now - started > float(limit):
@@ -318,6 +324,38 @@ class Supervisor:
         except MurphyError as e:
             log.warning("cannot write the end marker for %s: %s", rec.name, e)
 
+    # --- the stop guarantee ---------------------------------------------------------------
+
+    def _gone(self, rec: JobRecord, key: str, handle: Handle, state: ContainerState) -> bool:
+        """Note that the container ``key`` ended. A ``missing`` one may have left processes
+        behind (the process runtime: its program's group outlives a killed shim): they are
+        killed first, so that "ended" means nothing of it runs."""
+        ended = rec.notes.setdefault("ended", [])
+        if key in ended:
+            return False
+        if state.phase == "missing":
+            self.runtime.stop(handle, force=True)
+        ended.append(key)
+        return True
+
+    def _lingering(self, rec: JobRecord, now: float) -> bool | None:
+        """None when every container of the job is gone; else whether signalling one that
+        still runs changed the record. A rule whose verdict came while its container ran is
+        asked here, once, and stopped like any other (SIGTERM, SIGKILL after the grace)."""
+        ended = rec.notes.setdefault("ended", [])
+        waiting, changed = False, False
+        for rule in rec.rules:
+            key = f"rule:{rule.name}"
+            if rule.handle is None or key in ended:
+                continue
+            state = self.runtime.status(rule.handle)
+            if state.phase in ("exited", "missing"):
+                changed |= self._gone(rec, key, rule.handle, state)
+            else:
+                waiting = True
+                changed |= self._signal(rec, key, rule.handle, now)
+        return changed if waiting else None
+
     # --- finishing -----------------------------------------------------------------------
 
     def _finish(self, rec: JobRecord, now: float) -> bool:
@@ -328,7 +366,7 @@ class Supervisor:
         pending = [r for r in rec.rules if r.status in (R.InProgress, R.Stopping)]
         if pending and rec.secondary != S.Stopping:
             if exit_info.get("exit_code") == 0:
-                changed |= _advance(rec, S.Uploading, now)
+                changed |= advance(rec, S.Uploading, now)
             if now - exit_info["at"] > self.settings.rule_finish_timeout_s:
                 for rule in pending:
                     changed |= rule.set_status(R.Stopping, "Training ended; rule evaluation ran out of time.", now)
@@ -338,41 +376,16 @@ class Supervisor:
                     changed |= rule.set_status(R.Stopping, None, now)
         if any(r.status in (R.InProgress, R.Stopping) for r in rec.rules):
             return changed
+        lingering = self._lingering(rec, now)
+        if lingering is not None:
+            return changed | lingering
         if rec.secondary == S.Stopping:
             final = S.MaxRuntimeExceeded if rec.notes.get("max_runtime_exceeded") else S.Stopped
             changed |= rec.transition(final, rec.stop_reason or "Training job stopped", now)
         elif exit_info.get("exit_code") == 0:
-            _advance(rec, S.Uploading, now)
+            advance(rec, S.Uploading, now)
             changed |= rec.transition(S.Completed, "Training job completed", now)
         else:
             changed |= rec.transition(S.Failed, "Training job failed", now)
             rec.failure_reason = rec.failure_reason or "AlgorithmError: training failed"
         return changed
-
-
-def _bare(message: str, rule: RuleState, result: dict[str, object]) -> str:
-    """The rule's message without its own ``"<Rule>: "`` prefix (the status text names the rule)."""
-    for prefix in (rule.name, str(result.get("rule_to_invoke") or ""), str(result.get("rule_name") or "")):
-        if prefix and message.startswith(prefix + ": "):
-            return message[len(prefix) + 2 :]
-    return message
-
-
-def _advance(rec: JobRecord, target: SecondaryStatus, now: float) -> bool:
-    """Walk forward through Starting → (Downloading) → Training → Uploading up to ``target``: a
-    fast container may pass several stages between two looks, and each must be reported."""
-    if rec.secondary not in _ORDER or _ORDER.index(target) <= _ORDER.index(rec.secondary):
-        return False
-    for stage in _ORDER[_ORDER.index(rec.secondary) + 1 : _ORDER.index(target) + 1]:
-        if stage == S.Downloading and target != S.Downloading:
-            continue
-        rec.transition(stage, _stage_message(stage), now)
-    return True
-
-
-def _stage_message(stage: SecondaryStatus) -> str:
-    return {
-        S.Downloading: "Downloading input data and the training image",
-        S.Training: "Training image download completed. Training in progress.",
-        S.Uploading: "Uploading generated training model",
-    }.get(stage, stage.value)

@@ -10,10 +10,18 @@ Runtimes keep no state of their own: everything needed to find a container again
 :class:`~murphy.jobs.model.Handle` that ``launch`` returns, which the supervisor stores on the job
 record. ``launch`` is idempotent on ``plan.container_name``: launching a name that already
 exists returns the existing container's handle instead of starting a second one.
+
+Every container also carries murphy's labels (this installation's runtime id, the job, the role,
+the container name) where its backend keeps them: engine labels (Docker), pod labels
+(Kubernetes), environment markers readable in ``/proc`` (processes). ``list_containers`` asks
+the backend for them, not any record, so the supervisor's reconciler finds what a crash left
+between a launch and the write of its handle (docs/runtimes.md, "The stop guarantee").
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -112,6 +120,29 @@ class LogPage:
     next_cursor: int
 
 
+@dataclass(frozen=True)
+class FoundContainer:
+    """A container a runtime found by its labels (see :meth:`Runtime.list_containers`)."""
+
+    #: Accepted by ``status``, ``stop`` and ``remove`` like the handle ``launch`` returned.
+    handle: Handle
+    job_name: str
+    container_name: str
+    role: Literal["training", "rule"]
+    #: ``pending`` (created, not started), ``running``, or ``exited`` (still known to the backend).
+    phase: Literal["pending", "running", "exited"]
+
+    @property
+    def live(self) -> bool:
+        return self.phase != "exited"
+
+
+def runtime_id(root_dir: str) -> str:
+    """A short id of one murphy installation (its container directory): labels and names carry
+    it, so two services on one engine, host or cluster never touch each other's containers."""
+    return hashlib.sha1(os.path.abspath(root_dir).encode()).hexdigest()[:8]
+
+
 @runtime_checkable
 class Runtime(Protocol):
     name: str
@@ -133,4 +164,11 @@ class Runtime(Protocol):
 
     def remove(self, handle: Handle) -> None:
         """Forget the container's resources except its logs (after the job is terminal)."""
+        ...
+
+    def list_containers(self, job_name: str | None = None) -> list[FoundContainer]:
+        """The containers of this runtime id (of one job, when ``job_name`` is given) that the
+        backend still has, asked of the backend itself (engine, OS, API server) by murphy's
+        labels. Every live one is listed (pending or running); exited ones may be, where the
+        backend keeps them until ``remove``."""
         ...

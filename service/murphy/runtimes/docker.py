@@ -27,7 +27,7 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import docker
 import docker.errors
@@ -37,7 +37,14 @@ from murphy.exceptions import RuntimeBackendError
 from murphy.jobs.model import Handle
 from murphy.runtimes import docker_spec as spec
 from murphy.runtimes import files, logfile
-from murphy.runtimes.base import ContainerState, LogPage, Plan, RulePlan, TrainingPlan
+from murphy.runtimes.base import (
+    ContainerState,
+    FoundContainer,
+    LogPage,
+    Plan,
+    RulePlan,
+    TrainingPlan,
+)
 from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
 from murphy.runtimes.docker_logs import rfc3339_ns, sync_logs
 from murphy.runtimes.layout import ContainerView, rule_env, write_training_layout
@@ -149,6 +156,8 @@ class DockerRuntime:
         with files.exclusive(cdir):
             existing = self._find(name)
             if existing is not None:
+                if existing.status == "created":  # a launch that died between create and start
+                    self._start(existing, plan, name, {})
                 return self._handle(plan, cdir, name, existing.id or "")
             return self._create(plan, entry, image, cdir, name)
 
@@ -161,13 +170,16 @@ class DockerRuntime:
             raise RuntimeBackendError(f"Docker engine error looking up {name}: {e.explanation or e}") from e
 
     def _handle(self, plan: Plan, cdir: Path, name: str, cid: str) -> Handle:
+        return self._handle_of(plan.container_name, plan.role, plan.instance_type or "ml.m5.xlarge", cdir, name, cid)
+
+    def _handle_of(self, container_name: str, role: str, instance_type: str, cdir: Path, name: str, cid: str) -> Handle:
         d = str(cdir)
         data: dict[str, Any] = {
-            "container_name": plan.container_name, "docker_name": name, "role": plan.role, "dir": d,
+            "container_name": container_name, "docker_name": name, "role": role, "dir": d,
             "log": os.path.join(d, "log.jsonl"), "log_state": os.path.join(d, "logstate.json"),
-            "stage": os.path.join(d, "run", "stage.json"), "instance_type": plan.instance_type or "ml.m5.xlarge",
+            "stage": os.path.join(d, "run", "stage.json"), "instance_type": instance_type,
         }
-        if isinstance(plan, TrainingPlan):
+        if role == "training":
             data["opt_ml"] = os.path.join(d, "opt", "ml")
             data["failure"] = os.path.join(d, "opt", "ml", "output", "failure")
         return Handle(runtime=self.name, id=cid, data=data)
@@ -199,6 +211,12 @@ class DockerRuntime:
         except docker.errors.APIError as e:
             raise RuntimeBackendError(f"cannot create container {name}: {e.explanation or e}") from e
         handle = self._handle(plan, cdir, name, container.id or "")
+        self._start(container, plan, name, kwargs)
+        doc = {"runtime": handle.runtime, "id": handle.id, "data": handle.data}
+        Path(handle.data["dir"], "handle.json").write_text(json.dumps(doc), encoding="utf-8")
+        return handle
+
+    def _start(self, container: Container, plan: Plan, name: str, kwargs: Mapping[str, Any]) -> None:
         try:
             container.start()
         except docker.errors.APIError as e:
@@ -209,9 +227,6 @@ class DockerRuntime:
                 hint = (f" ({plan.instance_type} asks for GPUs; this Docker host has no NVIDIA container runtime, "
                         "see docs/gpu.md)")
             raise RuntimeBackendError(f"cannot start container {name}: {e.explanation or e}{hint}") from e
-        doc = {"runtime": handle.runtime, "id": handle.id, "data": handle.data}
-        Path(handle.data["dir"], "handle.json").write_text(json.dumps(doc), encoding="utf-8")
-        return handle
 
     def _grant(self, plan: Plan, cdir: Path) -> None:
         """Let the container's user write where it must: its own directories and, with local
@@ -285,6 +300,30 @@ class DockerRuntime:
         return ContainerState("exited", exit_code=code, failure=failure, log_tail=logfile.tail(d["log"]),
                               started_at=started, ended_at=ended, stage=files.stage(d))
 
+    # ---- list ------------------------------------------------------------------------------
+
+    def list_containers(self, job_name: str | None = None) -> list[FoundContainer]:
+        """Every container of this runtime id the engine has (``docker ps -a`` by label)."""
+        want = [f"{spec.LABEL_PREFIX}runtime={self.rid}"]
+        if job_name is not None:
+            want.append(f"{spec.LABEL_PREFIX}job={job_name}")
+        try:
+            found = self.client.api.containers(all=True, filters={"label": want})
+        except docker.errors.APIError as e:
+            raise RuntimeBackendError(f"Docker engine error listing murphy's containers: {e.explanation or e}") from e
+        out = []
+        for c in found:
+            labels = c.get("Labels") or {}
+            cname = labels.get(f"{spec.LABEL_PREFIX}container", "")
+            role: Literal["training", "rule"] = "rule" if labels.get(f"{spec.LABEL_PREFIX}role") == "rule" else "training"
+            state = c.get("State")
+            phase: Literal["pending", "running", "exited"] = (
+                "pending" if state == "created" else "exited" if state in ("exited", "dead", "removing") else "running")
+            handle = self._handle_of(cname, role, labels.get(f"{spec.LABEL_PREFIX}instance-type", "ml.m5.xlarge"),
+                                     self.root_dir / cname, spec.container_name(self.rid, cname), c["Id"])
+            out.append(FoundContainer(handle, labels.get(f"{spec.LABEL_PREFIX}job", ""), cname, role, phase))
+        return out
+
     # ---- stop / remove ---------------------------------------------------------------------
 
     def stop(self, handle: Handle, *, force: bool = False) -> None:
@@ -294,7 +333,13 @@ class DockerRuntime:
             return
         except docker.errors.APIError as e:
             if e.response is not None and e.response.status_code == 409:
-                return  # not running any more
+                # Not running: exited, or created and never started (a launch that died between
+                # create and start). Such a one must never start now: it goes.
+                attrs = self._inspect(handle)
+                if attrs is not None and (attrs.get("State") or {}).get("Status") == "created":
+                    with contextlib.suppress(docker.errors.NotFound):
+                        self.client.api.remove_container(handle.id, force=True)
+                return
             raise RuntimeBackendError(f"cannot signal {handle.data.get('docker_name')}: {e.explanation or e}") from e
         if force:
             self._wait_exited(handle)

@@ -9,7 +9,6 @@ zombies are reaped).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,9 @@ from typing import Any
 
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes.base import Plan, RulePlan, TrainingPlan
+from murphy.runtimes.base import (
+    runtime_id as runtime_id,  # names and labels carry it (moved to base)
+)
 from murphy.runtimes.instances import InstanceSpec, instance_spec
 from murphy.storage import gateway
 
@@ -64,12 +66,6 @@ class DockerOptions:
     max_memory_bytes: int | None = None
     #: Extra labels on every container (the runtime's identity).
     labels: Mapping[str, str] = field(default_factory=dict)
-
-
-def runtime_id(root_dir: str) -> str:
-    """A short id of one murphy installation (its container directory): container names and
-    labels carry it, so two services on one engine never touch each other's containers."""
-    return hashlib.sha1(os.path.abspath(root_dir).encode()).hexdigest()[:8]
 
 
 def container_name(rid: str, plan_name: str) -> str:

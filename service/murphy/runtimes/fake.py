@@ -8,6 +8,11 @@ It records every plan launched and every stop; the test scripts what each contai
     rt.set_state(plan.container_name, ContainerState("exited", exit_code=0))
     rt.fail_launch("bad/image:1")                         # launch(...) raises for that image
                                                           # (or: rt.fail_images.add(image))
+    rt.during_launch = lambda plan: gate.wait()           # runs inside launch, the container
+                                                          # already created: block, or raise to
+                                                          # fail a launch that left it behind
+    rt.list_containers("job-1")                           # what exists, as a backend answers
+    rt.forget(name)                                       # gone as if the engine never had it
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass, field
 
 from murphy.exceptions import RuntimeBackendError
 from murphy.jobs.model import Handle
-from murphy.runtimes.base import ContainerState, LogEvent, LogPage, Plan
+from murphy.runtimes.base import ContainerState, FoundContainer, LogEvent, LogPage, Plan
 
 
 @dataclass
@@ -49,6 +54,9 @@ class FakeRuntime:
         self.removed: list[str] = []
         #: Images whose launch raises :class:`RuntimeBackendError` (see also :meth:`fail_launch`).
         self.fail_images: set[str] = set()
+        #: Called inside ``launch`` after the container exists, outside the fake's lock (a test
+        #: blocks here to hold a launch in flight, or raises to fail it after the create).
+        self.during_launch: Callable[[Plan], None] | None = None
         self._containers: dict[str, _Container] = {}
         self._fail: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -64,6 +72,11 @@ class FakeRuntime:
     def set_state(self, container_name: str, state: ContainerState) -> None:
         with self._lock:
             self._get(container_name).state = state
+
+    def forget(self, container_name: str) -> None:
+        """The container vanishes as if the engine never had it (a later launch creates anew)."""
+        with self._lock:
+            self._containers.pop(container_name, None)
 
     def add_log(self, container_name: str, message: str, timestamp_ms: int | None = None) -> None:
         t = int(self.clock() * 1000) if timestamp_ms is None else timestamp_ms
@@ -111,7 +124,9 @@ class FakeRuntime:
             state = ContainerState("running", started_at=self.clock())
             self._containers[plan.container_name] = _Container(plan, handle, state)
             self.launched.append(plan)
-            return handle
+        if self.during_launch is not None:
+            self.during_launch(plan)
+        return handle
 
     def status(self, handle: Handle) -> ContainerState:
         with self._lock:
@@ -141,3 +156,12 @@ class FakeRuntime:
             c = self._containers.get(handle.id)
             if c is not None:
                 c.removed = True
+
+    def list_containers(self, job_name: str | None = None) -> list[FoundContainer]:
+        """Containers not removed and not ``missing``, as an engine lists them."""
+        with self._lock:
+            return [
+                FoundContainer(c.handle, c.plan.job_name, c.plan.container_name, c.plan.role, c.state.phase)
+                for c in self._containers.values()
+                if not c.removed and c.state.phase != "missing" and job_name in (None, c.plan.job_name)
+            ]

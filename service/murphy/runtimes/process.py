@@ -3,6 +3,8 @@
 ``<root_dir>/<container_name>/`` holds everything about one container::
 
     handle.json   the Handle (written once the process exists; its presence makes launch idempotent)
+    launch.json   present while a launch is under way (a crash leaves it: the next launch looks
+                  for the container's processes before starting any)
     log.jsonl     stdout+stderr, one {"t": epoch_ms, "m": line} per line (written by the shim)
     exit.json     {"exit_code", "signal", "ended_at"} once the container ended
     stage.json    {"stage": "Downloading"|"Training"|"Uploading"} (training toolkit)
@@ -12,6 +14,11 @@
 The container is one session started by ``python -m murphy.runtimes.shim`` (its own process
 group, so it outlives the service). Everything needed to find it again is in the Handle: a new
 runtime instance re-attaches from it. Instance types are not enforced (no CPU/memory limits).
+
+Labels: every process of a container is started with ``MURPHY_RUNTIME_ID`` (this
+installation), ``MURPHY_JOB_NAME``, ``MURPHY_CONTAINER_ROLE`` and ``MURPHY_CONTAINER`` (its
+directory) in its environment, which ``/proc/<pid>/environ`` shows for as long as the process
+lives, whatever happened to the service: :meth:`ProcessRuntime.list_containers` asks the OS.
 """
 
 from __future__ import annotations
@@ -28,12 +35,19 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from murphy.exceptions import RuntimeBackendError
 from murphy.jobs.model import Handle
 from murphy.runtimes import files, logfile, procfs
-from murphy.runtimes.base import ContainerState, LogPage, Plan, TrainingPlan
+from murphy.runtimes.base import (
+    ContainerState,
+    FoundContainer,
+    LogPage,
+    Plan,
+    TrainingPlan,
+    runtime_id,
+)
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.layout import (
     CONTAINER_MARKER_ENV,
@@ -43,6 +57,10 @@ from murphy.runtimes.layout import (
 )
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+#: The labels (see the module docstring); ``MURPHY_CONTAINER`` is layout's CONTAINER_MARKER_ENV.
+RUNTIME_ID_ENV = "MURPHY_RUNTIME_ID"
+JOB_ENV = "MURPHY_JOB_NAME"
+ROLE_ENV = "MURPHY_CONTAINER_ROLE"
 
 
 def _write_json(path: str, doc: Any) -> None:
@@ -76,6 +94,7 @@ class ProcessRuntime:
         self.base_env = dict(base_env)
         self.python = python
         self.name = name
+        self.rid = runtime_id(str(self.root_dir))
         # Shims this instance started, so they are reaped (a restarted service is not their
         # parent; init reaps them then).
         self._children: dict[int, subprocess.Popen[bytes]] = {}
@@ -92,21 +111,42 @@ class ProcessRuntime:
         cdir = self.root_dir / plan.container_name
         cdir.mkdir(parents=True, exist_ok=True)
         with files.exclusive(cdir):
-            existing = files.read_json(str(cdir / "handle.json"))
+            existing = self._recorded(str(cdir))
             if existing is not None:
-                return Handle(runtime=existing["runtime"], id=existing["id"], data=existing["data"])
+                return existing
+            if (cdir / "launch.json").exists():  # a launch died before its handle.json
+                found = [c for c in self.list_containers(plan.job_name) if c.handle.data["dir"] == str(cdir)]
+                if found:
+                    h = found[0].handle
+                    _write_json(os.path.join(h.data["dir"], "handle.json"), {"runtime": h.runtime, "id": h.id, "data": h.data})
+                    return h
             try:
                 return self._start(cdir, plan, entry, argv)
             except OSError as e:
                 raise RuntimeBackendError(f"cannot start container {plan.container_name}: {e}") from e
 
-    def _start(self, cdir: Path, plan: Plan, entry: Any, argv: list[str]) -> Handle:
-        d = str(cdir)
+    @staticmethod
+    def _recorded(d: str) -> Handle | None:
+        existing = files.read_json(os.path.join(d, "handle.json"))
+        if existing is None:
+            return None
+        return Handle(runtime=existing["runtime"], id=existing["id"], data=existing["data"])
+
+    @staticmethod
+    def _data(d: str, container_name: str, role: str) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "container_name": plan.container_name, "role": plan.role, "dir": d,
+            "container_name": container_name, "role": role, "dir": d,
             "log": os.path.join(d, "log.jsonl"), "exit": os.path.join(d, "exit.json"),
             "stage": os.path.join(d, "stage.json"),
         }
+        if role == "training":
+            data["opt_ml"] = os.path.join(d, "opt", "ml")
+            data["failure"] = os.path.join(d, "opt", "ml", "output", "failure")
+        return data
+
+    def _start(self, cdir: Path, plan: Plan, entry: Any, argv: list[str]) -> Handle:
+        d = str(cdir)
+        data = self._data(d, plan.container_name, plan.role)
         for stale in ("exit.json", "stage.json"):  # from a launch that died before its handle
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(d, stale))
@@ -116,7 +156,8 @@ class ProcessRuntime:
             data["failure"] = opt_ml.failure_file
         else:
             env = rule_env(plan, self.base_env)
-        env[CONTAINER_MARKER_ENV] = d
+        env.update({CONTAINER_MARKER_ENV: d, RUNTIME_ID_ENV: self.rid, JOB_ENV: plan.job_name, ROLE_ENV: plan.role})
+        _write_json(os.path.join(d, "launch.json"), {"at": time.time()})
         shim = [self.python, "-m", "murphy.runtimes.shim", "--log", data["log"], "--exit", data["exit"], "--", *argv]
         with open(os.path.join(d, "shim.err"), "ab") as err:
             proc = subprocess.Popen(shim, cwd=d, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
@@ -129,7 +170,37 @@ class ProcessRuntime:
         data.update(pid=proc.pid, pgid=proc.pid, start_time=started, started_at=time.time())
         handle = Handle(runtime=self.name, id=f"{proc.pid}:{started}", data=data)
         _write_json(os.path.join(d, "handle.json"), {"runtime": handle.runtime, "id": handle.id, "data": data})
+        os.unlink(os.path.join(d, "launch.json"))
         return handle
+
+    # ---- list ------------------------------------------------------------------------------
+
+    def list_containers(self, job_name: str | None = None) -> list[FoundContainer]:
+        """Live containers of this runtime id, from ``/proc`` (an exited one has no process)."""
+        groups: dict[str, list[tuple[procfs.ProcStat, dict[str, str]]]] = {}
+        for st, env in procfs.marked(f"{RUNTIME_ID_ENV}={self.rid}"):
+            d = env.get(CONTAINER_MARKER_ENV)
+            if st.pid == os.getpid():  # a service started from inside a container inherits its labels
+                continue
+            if d and (job_name is None or env.get(JOB_ENV) == job_name):
+                groups.setdefault(d, []).append((st, env))
+        out = []
+        for d, members in sorted(groups.items()):
+            env = members[0][1]
+            role: Literal["training", "rule"] = "rule" if env.get(ROLE_ENV) == "rule" else "training"
+            handle = self._recorded(d) or self._rebuilt(d, role, [m for m, _ in members])
+            out.append(FoundContainer(handle, env.get(JOB_ENV, ""), os.path.basename(d), role, "running"))
+        return out
+
+    def _rebuilt(self, d: str, role: str, members: list[procfs.ProcStat]) -> Handle:
+        """The handle of a container whose launch died before writing it: the shim leads the
+        session (pid = sid); without it, its leftovers' session and earliest start stand in."""
+        leader = next((m for m in members if m.pid == m.sid), None)
+        pid = leader.pid if leader else members[0].sid
+        started = leader.start_time if leader else min(m.start_time for m in members)
+        data = self._data(d, os.path.basename(d), role)
+        data.update(pid=pid, pgid=pid, start_time=started, started_at=None)
+        return Handle(runtime=self.name, id=f"{pid}:{started}", data=data)
 
     # ---- status ----------------------------------------------------------------------------
 

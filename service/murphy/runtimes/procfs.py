@@ -52,6 +52,37 @@ def has_env(pid: int, entry: str) -> bool:
         return False
 
 
+def _parse_env(items: list[bytes]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition(b"=")
+        if sep:
+            out[name.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def marked(entry: str) -> list[tuple[ProcStat, dict[str, str]]]:
+    """Every live process whose initial environment holds ``entry`` (``NAME=value``), with
+    that environment. One pass over ``/proc`` (about 2 ms for 100 processes)."""
+    needle = entry.encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        if needle not in raw:  # the cheap test first: most processes are not ours
+            continue
+        items = raw.split(b"\0")
+        st = stat(int(name))
+        if needle in items and st is not None and st.state not in ("Z", "X"):
+            out.append((st, _parse_env(items)))
+    return out
+
+
 def session_members(sid: int, not_before: int, marker: str) -> list[ProcStat]:
     """Live processes of session ``sid``, started at or after ``not_before``, whose environment
     holds ``marker`` (``NAME=value``): a session id reused by an unrelated process after the

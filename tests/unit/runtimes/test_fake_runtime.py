@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from murphy.exceptions import RuntimeBackendError
@@ -69,3 +71,29 @@ def test_unknown_handles_are_missing() -> None:
     assert rt.status(other).phase == "missing"
     with pytest.raises(KeyError):
         rt.set_state("nope", ContainerState("exited"))
+
+
+def test_lists_what_exists_by_job_until_removed() -> None:
+    rt = FakeRuntime()
+    h = rt.launch(plan())
+    rt.launch(replace(plan("other-training"), job_name="other"))
+    found = rt.list_containers("job-1")
+    assert [(c.container_name, c.job_name, c.role, c.phase, c.live, c.handle) for c in found] == [
+        ("job-1-training", "job-1", "training", "running", True, h)]
+    assert sorted(c.job_name for c in rt.list_containers()) == ["job-1", "other"]
+    rt.set_state("job-1-training", ContainerState("exited", exit_code=0))
+    assert [(c.phase, c.live) for c in rt.list_containers("job-1")] == [("exited", False)]
+    rt.remove(h)
+    assert rt.list_containers("job-1") == []
+
+
+def test_during_launch_runs_after_the_container_exists() -> None:
+    rt = FakeRuntime()
+
+    def boom(p: object) -> None:
+        raise RuntimeBackendError("engine error after create")
+
+    rt.during_launch = boom
+    with pytest.raises(RuntimeBackendError):
+        rt.launch(plan())
+    assert [c.container_name for c in rt.list_containers()] == ["job-1-training"]  # left behind, as an engine may
