@@ -86,7 +86,10 @@ class LoadedCollections:
 
 
 def _collection_keys(store: ObjectStore) -> list[str]:
-    return [k for k in store.list(COLLECTIONS_PREFIX) if k.endswith("collections.json")]
+    try:
+        return [k for k in store.list(COLLECTIONS_PREFIX) if k.endswith("collections.json")]
+    except ObjectNotFound as exc:  # a listing finds no object only when the bucket is missing
+        raise MissingCollectionFiles(f"cannot list {store.uri}: the bucket does not exist ({exc})") from exc
 
 
 def _first_doc(store: ObjectStore, keys: list[str]) -> CollectionsDoc | None:
