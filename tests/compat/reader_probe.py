@@ -35,6 +35,15 @@ def call(fn: Callable[[], Any]) -> Any:
         return {"error": type(e).__name__}
 
 
+def message(fn: Callable[[], Any]) -> str | None:
+    """The text of the exception ``fn`` raises (messages are matched by users' code and logs)."""
+    try:
+        fn()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def jsonable(x: Any) -> Any:
     if isinstance(x, np.ndarray | np.generic):
         return {"array": np.asarray(x).tolist(), "dtype": str(np.asarray(x).dtype), "shape": list(np.shape(x))}
@@ -64,6 +73,7 @@ def fresh(trial: Any, api: Any, steps_to_ask: list[int]) -> dict[str, Any]:
         out[f"mode_{s}"] = call(lambda s=s: [jsonable(v) for v in trial.mode_modestep(s)])
         out[f"value_{s}"] = call(lambda s=s: trial.tensor(LOSS).value(s))
     out["loss_steps"] = call(lambda: trial.tensor(LOSS).steps())
+    out["msg_step_99"] = message(lambda: trial.tensor(LOSS).value(99))
     out["loaded_all_steps"] = trial.loaded_all_steps
     out["last_complete_step"] = trial.last_complete_step
     return out
@@ -90,6 +100,11 @@ def after_end(trial: Any, api: Any) -> dict[str, Any]:
         "predictions": call(lambda: trial.predictions(0)),
         "prev_steps": call(lambda: trial.tensor(LOSS).prev_steps(last, n=2)),
         "reduction_values_raw_only": call(lambda: sorted(trial.tensor(LOSS).reduction_values(0))),
+        "msg_no_more_data": message(lambda: trial.wait_for_steps([last + 5], mode=api.modes.TRAIN)),
+        "msg_step_unavailable": message(lambda: trial.tensor(LOSS).value(last + 5, mode=api.modes.EVAL)),
+        "msg_tensor_unavailable": message(lambda: trial.tensor("no_such_tensor")),
+        "msg_invalid_worker": message(lambda: trial.tensor(LOSS).value(0, worker="worker_99")),
+        "msg_shape": message(lambda: trial.tensor(LOSS).shape(0, worker="worker_99")),
     }
 
 
