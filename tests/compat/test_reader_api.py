@@ -243,6 +243,17 @@ def test_create_trial_strips_whitespace(stepper: Stepper, store: Store) -> None:
     assert mine == theirs and mine["steps"] == [0, 1]
 
 
+@pytest.mark.parametrize("store", ["local"], indirect=True)
+def test_create_trial_keywords_match_smdebug(stepper: Stepper, store: Store) -> None:
+    """range_steps keeps begin <= step < end; parallel and cache are accepted, as in smdebug."""
+    _finished_run(stepper, store, steps=5)
+    kwargs = {"range_steps": (1, 3), "parallel": False, "cache": True}
+    trial = create_trial(store.uri, **kwargs)  # type: ignore[arg-type]
+    stepper("open", path=store.uri, kwargs=kwargs)
+    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=[0, 1, 2, 3])
+    assert mine == theirs and mine["steps"] == [1, 2]
+
+
 def test_create_trial_refuses_a_path_that_cannot_exist(tmp_path: Path) -> None:
     """smdebug waits forever below a regular file; murphy says why at once."""
     blocker = tmp_path / "not_a_dir"

@@ -158,7 +158,9 @@ def evaluate_rule(
             if ended:
                 return _no_more(run, "training has ended")
             # _stalled records the finding even when evaluation goes on (stop_at_first=False).
-            if not pending and _stalled(run) and stop_at_first:
+            with no_refresh([trial]):
+                stalled = not pending and _stalled(run)
+            if stalled and stop_at_first:
                 return run.outcome("IssuesFound")
             if should_stop is not None and should_stop():
                 return run.outcome("Stopped", f"{run.rule_name}: stopped", "stopped by request")

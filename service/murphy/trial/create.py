@@ -46,6 +46,7 @@ def create_trial(
     index_mode: bool = True,
     cache: bool = False,
     *,
+    parallel: bool = True,
     poll_interval: float = 0.1,
     end_delay: float | None = None,
     missing_event_timeout: float | None = None,
@@ -55,7 +56,8 @@ def create_trial(
 
     ``path`` is a local path, ``file://``, ``s3://bucket/prefix``, ``memory://name`` or an
     :class:`ObjectStore`. The positional order is smdebug's; ``profiler`` and ``output_dir``
-    are accepted and ignored (profiler data is out of scope), ``check`` is ignored (both footer
+    are accepted and ignored (profiler data is out of scope), ``parallel`` (smdebug's trial
+    keyword) is accepted and ignored, ``check`` is ignored (both footer
     kinds are always accepted), ``index_mode=False`` is not supported (index files are the only
     discovery path) and logs a warning. Surrounding whitespace is stripped and ``~`` expanded, as
     smdebug does. Blocks until the collections files exist, like smdebug, but at most
