@@ -108,6 +108,11 @@ def after_end(trial: Any, api: Any) -> dict[str, Any]:
     }
 
 
+def waits(trial: Any, api: Any, steps_to_wait: list[int]) -> dict[str, Any]:
+    """``wait_for_steps`` one step at a time (none may block: each is settled or past the end)."""
+    return {f"wait_{s}": message(lambda s=s: trial.wait_for_steps([s])) for s in steps_to_wait}
+
+
 def contexts(trial: Any, api: Any) -> dict[str, Any]:
     """``no_refresh`` / ``refresh`` yield what they were given."""
     out: dict[str, Any] = {}
@@ -199,6 +204,7 @@ def shapes(trial: Any, api: Any) -> dict[str, Any]:
 PROBES = {
     "fresh": fresh,
     "after_end": after_end,
+    "waits": waits,
     "contexts": contexts,
     "collection": collection,
     "required_tensors": required_tensors,

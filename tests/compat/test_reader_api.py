@@ -170,6 +170,39 @@ def test_settled_answers_need_no_request(stepper: Stepper, store: Store) -> None
     assert listed == []
 
 
+@pytest.mark.parametrize("store", STORES, indirect=True)
+def test_skipped_steps_while_training_runs(stepper: Stepper, store: Store) -> None:
+    """save_interval=2, asked mid-run: a skipped step is UNAVAILABLE / StepUnavailable once a
+    later step is complete, a future one NOT_YET_AVAILABLE / StepNotYetAvailable."""
+    stepper("hook", out=store.uri, save_interval=2)
+    for _ in range(5):
+        stepper("step")  # steps 0 and 2 published (at the next step's start); 4 still open
+    trial = create_trial(store.uri, poll_interval=SLOW_POLL)
+    stepper("open", path=store.uri)
+    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=[0, 1, 2, 3, 4, 5])
+    assert mine == theirs
+    assert (mine["steps"], mine["passed_1"], mine["passed_5"]) == ([0, 2], "UNAVAILABLE", "NOT_YET_AVAILABLE")
+    mine, theirs = _both(stepper, trial, "waits", steps_to_wait=[0, 1, 2])
+    assert mine == theirs and mine["wait_1"].startswith("StepUnavailable: Step 1 of mode GLOBAL")
+    stepper("close")
+    mine, theirs = _both(stepper, trial, "waits", steps_to_wait=[3, 4, 5, 7])
+    assert mine == theirs and mine["wait_4"] is None and mine["wait_7"].startswith("NoMoreData")
+
+
+@pytest.mark.parametrize("store", STORES, indirect=True)
+def test_empty_trial_matches_smdebug(stepper: Stepper, store: Store) -> None:
+    """A hook closed before any step: collections and the end marker, no index file."""
+    stepper("hook", out=store.uri)
+    stepper("close")
+    trial = create_trial(store.uri)
+    stepper("open", path=store.uri)
+    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=[0])
+    assert mine == theirs
+    assert (mine["steps"], mine["passed_0"], mine["tensor_names"]) == ([], "UNAVAILABLE", [])
+    mine, theirs = _both(stepper, trial, "waits", steps_to_wait=[0])
+    assert mine == theirs and mine["wait_0"].startswith("NoMoreData")
+
+
 # --- after the end: waits, lookups and smdebug's other public names --------------------------
 
 

@@ -4,7 +4,7 @@ trial, on command (smdebug venv only). Lets a test interleave writes and reads e
 usage: python stepper.py   (JSON commands on stdin, one per line; answers on stdout as a line
 "@@" + JSON, since smdebug logs to stdout too)
 
-  {"op": "hook", "out": DIR_OR_S3, "save_shape": false, "save_raw": true}
+  {"op": "hook", "out": DIR_OR_S3, "save_shape": false, "save_raw": true, "save_interval": 1}
   {"op": "step", "mode": "TRAIN"}   one training step; smdebug publishes the *previous* step's
                                     index file when this step starts (forward pre-hook)
   {"op": "close"}                   hook.close(): the last step's index and the end marker
@@ -53,10 +53,10 @@ class Session:
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
         self.gen = torch.Generator().manual_seed(7)
 
-    def hook_op(self, out: str, save_shape: bool = False, save_raw: bool = True) -> str:
+    def hook_op(self, out: str, save_shape: bool = False, save_raw: bool = True, save_interval: int = 1) -> str:
         self.hook = smd.Hook(
             out_dir=out,
-            save_config=smd.SaveConfig(save_interval=1),
+            save_config=smd.SaveConfig(save_interval=save_interval),
             reduction_config=smd.ReductionConfig(save_raw_tensor=save_raw, save_shape=save_shape),
             include_collections=["losses", "weights"],
             include_regex=["relu_output"],
@@ -83,7 +83,9 @@ class Session:
     def handle(self, cmd: dict) -> object:
         op = cmd["op"]
         if op == "hook":
-            return self.hook_op(cmd["out"], cmd.get("save_shape", False), cmd.get("save_raw", True))
+            return self.hook_op(
+                cmd["out"], cmd.get("save_shape", False), cmd.get("save_raw", True), cmd.get("save_interval", 1)
+            )
         if op == "step":
             return self.step(cmd.get("mode", "TRAIN"))
         if op == "close":
