@@ -378,7 +378,7 @@ def _smdebug_modes(smdebug_python: str) -> Any:
 def test_smdebug_modes_are_accepted_by_value(smdebug_local_run: h.Run, smdebug_python: str) -> None:
     """A notebook importing both libraries passes smdebug's modes.TRAIN: same answers as murphy's."""
     smd_modes = _smdebug_modes(smdebug_python)
-    assert smd_modes is not modes and smd_modes.TRAIN != modes.TRAIN
+    assert smd_modes is not modes and type(smd_modes.TRAIN) is not type(modes.TRAIN)
     ref = smdebug_local_run.read("smdebug", smdebug_python, where="local")[0]
     trial = create_trial(str(smdebug_local_run.local_dir))
     for name in ("TRAIN", "EVAL"):
@@ -390,6 +390,10 @@ def test_smdebug_modes_are_accepted_by_value(smdebug_local_run: h.Run, smdebug_p
         assert loss.value(first, mode=theirs).tobytes() == loss.value(first, mode=getattr(modes, name)).tobytes()
         assert trial.global_step(theirs, first) == ref["global_step"][name][str(first)]
         assert trial.has_passed_step(first, mode=theirs).name == "AVAILABLE"
+        g = ref["global_step"][name][str(first)]
+        assert trial.mode(g) == theirs and theirs == trial.mode(g) and trial.mode(g) is getattr(modes, name)
+        assert {theirs: 1}.get(trial.mode(g)) == 1 and {trial.mode(g): 1}.get(theirs) == 1
+        assert trial.mode(g) != smd_modes.PREDICT
     assert trial.tensor_names(mode=smd_modes.EVAL) == trial.tensor_names(mode=modes.EVAL)
     assert trial.steps(mode="train") == ref["steps"]["TRAIN"]
     for bad in (1, "training", object()):

@@ -9,10 +9,24 @@ from murphy.exceptions import SMDebugValueError
 
 
 class ModeKeys(Enum):
+    """smdebug's modes. A member also equals smdebug's member of the same name and value (another
+    class), so ``trial.mode(s) == smdebug.modes.TRAIN`` is True in a notebook that imports both;
+    the hash is Enum's (the name), so either works as a dict key for the other."""
+
     TRAIN = 1
     EVAL = 2
     PREDICT = 3
     GLOBAL = 4
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is ModeKeys:
+            return self is other
+        if isinstance(other, Enum) and type(other).__name__ == "ModeKeys":
+            return bool(other.name == self.name and other.value == self.value)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._name_)
 
 
 ALLOWED_MODES = tuple(ModeKeys)
