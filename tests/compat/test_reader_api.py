@@ -7,83 +7,23 @@ line); murphy's reader runs here. Both ask the same questions (reader_probe.py).
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import compat_harness as h
 import pytest
 import reader_probe
+from stepping import Stepper, Store, blank_event_file_names, both, finished_run, smdebug_modes
 
 import servers
 from murphy.exceptions import MissingCollectionFiles, SMDebugValueError
-from murphy.rules import invoke_rule
-from murphy.rules.rule import Rule
-from murphy.trial import create_trial, modes, no_refresh, refresh
+from murphy.trial import create_trial, modes
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
-MURPHY = reader_probe.Api(modes=modes, no_refresh=no_refresh, refresh=refresh, Rule=Rule, invoke_rule=invoke_rule)
 # Far longer than the test: a reader that only re-lists once per poll interval answers stale.
 SLOW_POLL = 600.0
-
-
-class Stepper:
-    """smdebug_side/stepper.py: smdebug's hook and smdebug's trial, one command at a time."""
-
-    def __init__(self, python: str, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [python, str(h.SIDES["smdebug"] / "stepper.py")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        )
-        self.log: list[str] = []
-
-    def __call__(self, op: str, **kw: Any) -> Any:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        started = time.monotonic()
-        self.proc.stdin.write(json.dumps({"op": op, **kw}) + "\n")
-        self.proc.stdin.flush()
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise AssertionError("stepper died:\n" + "".join(self.log[-60:]))
-            if line.startswith("@@"):
-                answer = json.loads(line[2:])
-                self.log.append(f"{op}: {time.monotonic() - started:.2f} s\n")
-                if not answer["ok"]:
-                    raise AssertionError(f"smdebug {op}: {answer['error']}\n{answer['trace']}")
-                return answer["result"]
-            self.log.append(line)
-
-    def stop(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-class Store:
-    """Where a run is written: a local path or s3://bucket/run on moto, with the env for both."""
-
-    def __init__(self, kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-        self.kind = kind
-        self.server: servers.S3Server | None = None
-        if kind == "local":
-            self.uri = str(tmp_path / "trial")
-            self.env = h.clean_env()
-        else:
-            self.server = request.getfixturevalue("moto_server")
-            bucket = servers.new_bucket(self.server, prefix="reader")
-            self.bucket = bucket
-            self.uri = f"s3://{bucket}/run"
-            self.env = h.clean_env(self.server.env())
 
 
 STORES = ["local", pytest.param("moto", marks=pytest.mark.s3)]
@@ -105,19 +45,6 @@ def stepper(smdebug_python: str, store: Store) -> Iterator[Stepper]:
     st.stop()
 
 
-def _both(stepper: Stepper, trial: Any, probe: str, **args: Any) -> tuple[Any, Any]:
-    mine = reader_probe.PROBES[probe](trial, MURPHY, **args)
-    theirs = stepper("probe", name=probe, args=args)
-    return json.loads(json.dumps(mine)), theirs
-
-
-def _finished_run(stepper: Stepper, store: Store, steps: int = 4, **hook: Any) -> None:
-    stepper("hook", out=store.uri, **hook)
-    for _ in range(steps):
-        stepper("step")
-    stepper("close")
-
-
 # --- 1. fresh reads, and (6b) last_index_token ----------------------------------------------
 
 
@@ -131,20 +58,20 @@ def test_direct_calls_see_a_step_right_after_it_is_written(stepper: Stepper, sto
     trial = create_trial(store.uri, poll_interval=SLOW_POLL)
     stepper("open", path=store.uri)
     ask = [0, 1, 2, 3]
-    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=ask)
+    mine, theirs = both(stepper, trial, "fresh", steps_to_ask=ask)
     assert mine == theirs
     assert mine["steps"] == [0] and mine["passed_1"] == "NOT_YET_AVAILABLE"
     assert mine["value_1"] == {"error": "StepNotYetAvailable"}
 
     stepper("step")  # publishes step 1
-    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=ask)
+    mine, theirs = both(stepper, trial, "fresh", steps_to_ask=ask)
     assert mine == theirs
     assert mine["steps"] == [0, 1] and mine["passed_1"] == "AVAILABLE" and mine["loss_steps"] == [0, 1]
     assert mine["last_index_token"] == theirs["last_index_token"] is not None
     assert mine["last_index_token"].endswith("index/000000000/000000000001_worker_0.json")
 
     stepper("close")  # step 2 and the end marker
-    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=ask)
+    mine, theirs = both(stepper, trial, "fresh", steps_to_ask=ask)
     assert mine == theirs
     assert mine["steps"] == [0, 1, 2] and mine["loaded_all_steps"] is True
     assert mine["passed_3"] == "UNAVAILABLE" and trial.training_has_ended()  # murphy's extension
@@ -154,7 +81,7 @@ def test_direct_calls_see_a_step_right_after_it_is_written(stepper: Stepper, sto
 def test_settled_answers_need_no_request(stepper: Stepper, store: Store) -> None:
     """The cheap side of freshness: a value of a known step, an AVAILABLE step and the answers of
     a finished trial come without listing the store again."""
-    _finished_run(stepper, store, steps=3)
+    finished_run(stepper, store, steps=3)
     trial = create_trial(store.uri)
     listed: list[str] = []
     real_list = trial.store.list
@@ -179,13 +106,13 @@ def test_skipped_steps_while_training_runs(stepper: Stepper, store: Store) -> No
         stepper("step")  # steps 0 and 2 published (at the next step's start); 4 still open
     trial = create_trial(store.uri, poll_interval=SLOW_POLL)
     stepper("open", path=store.uri)
-    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=[0, 1, 2, 3, 4, 5])
+    mine, theirs = both(stepper, trial, "fresh", steps_to_ask=[0, 1, 2, 3, 4, 5])
     assert mine == theirs
     assert (mine["steps"], mine["passed_1"], mine["passed_5"]) == ([0, 2], "UNAVAILABLE", "NOT_YET_AVAILABLE")
-    mine, theirs = _both(stepper, trial, "waits", steps_to_wait=[0, 1, 2])
+    mine, theirs = both(stepper, trial, "waits", steps_to_wait=[0, 1, 2])
     assert mine == theirs and mine["wait_1"].startswith("StepUnavailable: Step 1 of mode GLOBAL")
     stepper("close")
-    mine, theirs = _both(stepper, trial, "waits", steps_to_wait=[3, 4, 5, 7])
+    mine, theirs = both(stepper, trial, "waits", steps_to_wait=[3, 4, 5, 7])
     assert mine == theirs and mine["wait_4"] is None and mine["wait_7"].startswith("NoMoreData")
 
 
@@ -196,10 +123,10 @@ def test_empty_trial_matches_smdebug(stepper: Stepper, store: Store) -> None:
     stepper("close")
     trial = create_trial(store.uri)
     stepper("open", path=store.uri)
-    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=[0])
+    mine, theirs = both(stepper, trial, "fresh", steps_to_ask=[0])
     assert mine == theirs
     assert (mine["steps"], mine["passed_0"], mine["tensor_names"]) == ([], "UNAVAILABLE", [])
-    mine, theirs = _both(stepper, trial, "waits", steps_to_wait=[0])
+    mine, theirs = both(stepper, trial, "waits", steps_to_wait=[0])
     assert mine == theirs and mine["wait_0"].startswith("NoMoreData")
 
 
@@ -208,10 +135,10 @@ def test_empty_trial_matches_smdebug(stepper: Stepper, store: Store) -> None:
 
 @pytest.mark.parametrize("store", STORES, indirect=True)
 def test_finished_run_lookups_match_smdebug(stepper: Stepper, store: Store) -> None:
-    _finished_run(stepper, store)
+    finished_run(stepper, store)
     trial = create_trial(store.uri)
     stepper("open", path=store.uri)
-    mine, theirs = _both(stepper, trial, "after_end")
+    mine, theirs = both(stepper, trial, "after_end")
     assert mine == theirs
     assert mine["wait_past_end"] == {"error": "NoMoreData"}
     assert [a["array"] for a in mine["labels"]] != [], "labels_2 / labels_10 were saved"
@@ -222,10 +149,10 @@ def test_finished_run_lookups_match_smdebug(stepper: Stepper, store: Store) -> N
 
 @pytest.mark.parametrize("store", ["local"], indirect=True)
 def test_no_refresh_and_refresh_yield_the_trials(stepper: Stepper, store: Store) -> None:
-    _finished_run(stepper, store, steps=2)
+    finished_run(stepper, store, steps=2)
     trial = create_trial(store.uri)
     stepper("open", path=store.uri)
-    mine, theirs = _both(stepper, trial, "contexts")
+    mine, theirs = both(stepper, trial, "contexts")
     # smdebug's context managers set the flag to a constant on exit (refresh() leaves it False);
     # murphy's restore what was there before. Deliberate, see docs/compat.md.
     assert (mine.pop("after"), theirs.pop("after")) == (True, False)
@@ -239,10 +166,10 @@ def test_no_refresh_and_refresh_yield_the_trials(stepper: Stepper, store: Store)
 
 @pytest.mark.parametrize("store", ["local"], indirect=True)
 def test_required_tensors_get_and_get_tensor_steps(stepper: Stepper, store: Store) -> None:
-    _finished_run(stepper, store, steps=3)
+    finished_run(stepper, store, steps=3)
     trial = create_trial(store.uri)
     stepper("open", path=store.uri)
-    mine, theirs = _both(stepper, trial, "required_tensors")
+    mine, theirs = both(stepper, trial, "required_tensors")
     assert mine == theirs
     assert len(mine["seen"]) == 3 and mine["seen"][1]["steps"][reader_probe.LOSS] == [1, 0]
     assert mine["unknown_name"] == {"error": "TensorUnavailable"}
@@ -253,10 +180,10 @@ def test_required_tensors_get_and_get_tensor_steps(stepper: Stepper, store: Stor
 
 @pytest.mark.parametrize("store", ["local"], indirect=True)
 def test_unknown_collection_is_created_empty(stepper: Stepper, store: Store) -> None:
-    _finished_run(stepper, store, steps=2)
+    finished_run(stepper, store, steps=2)
     trial = create_trial(store.uri)
     stepper("open", path=store.uri)
-    mine, theirs = _both(stepper, trial, "collection")
+    mine, theirs = both(stepper, trial, "collection")
     assert mine == theirs
     assert mine["listed_after"] and mine["tensor_names"] == [] and mine["same_object"]
 
@@ -266,24 +193,24 @@ def test_unknown_collection_is_created_empty(stepper: Stepper, store: Store) -> 
 
 @pytest.mark.parametrize("store", STORES, indirect=True)
 def test_create_trial_strips_whitespace(stepper: Stepper, store: Store) -> None:
-    _finished_run(stepper, store, steps=2)
+    finished_run(stepper, store, steps=2)
     padded = f"  {store.uri}\n "
     trial = create_trial(padded)
     theirs_open = stepper("open", path=padded)
     # smdebug's S3 trial path ends with "/" (it joins bucket and prefix); murphy's is the URI.
     assert (trial.name, trial.path) == (theirs_open["name"], theirs_open["path"].rstrip("/"))
-    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=[0, 1])
+    mine, theirs = both(stepper, trial, "fresh", steps_to_ask=[0, 1])
     assert mine == theirs and mine["steps"] == [0, 1]
 
 
 @pytest.mark.parametrize("store", ["local"], indirect=True)
 def test_create_trial_keywords_match_smdebug(stepper: Stepper, store: Store) -> None:
     """range_steps keeps begin <= step < end; parallel and cache are accepted, as in smdebug."""
-    _finished_run(stepper, store, steps=5)
+    finished_run(stepper, store, steps=5)
     kwargs = {"range_steps": (1, 3), "parallel": False, "cache": True}
     trial = create_trial(store.uri, **kwargs)  # type: ignore[arg-type]
     stepper("open", path=store.uri, kwargs=kwargs)
-    mine, theirs = _both(stepper, trial, "fresh", steps_to_ask=[0, 1, 2, 3])
+    mine, theirs = both(stepper, trial, "fresh", steps_to_ask=[0, 1, 2, 3])
     assert mine == theirs and mine["steps"] == [1, 2]
 
 
@@ -312,35 +239,17 @@ def test_create_trial_on_a_missing_bucket_fails_fast(moto_server: servers.S3Serv
 # --- 6. index entries without an events file -------------------------------------------------
 
 
-def _blank_event_file_names(store: Store) -> None:
-    """Rewrite every index file's meta with ``"event_file_name": ""`` (the other spelling)."""
-    def fix(data: bytes) -> bytes:
-        doc = json.loads(data)
-        doc["meta"]["event_file_name"] = ""
-        return json.dumps(doc).encode()
-
-    if store.server is None:
-        for p in Path(store.uri, "index").rglob("*.json"):
-            p.write_bytes(fix(p.read_bytes()))
-        return
-    client = store.server.client()
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=store.bucket, Prefix="run/index/"):
-        for obj in page.get("Contents", []):
-            body = client.get_object(Bucket=store.bucket, Key=obj["Key"])["Body"].read()
-            client.put_object(Bucket=store.bucket, Key=obj["Key"], Body=fix(body))
-
-
 @pytest.mark.parametrize("store", STORES, indirect=True)
 @pytest.mark.parametrize("spelling", ["missing", "empty"])
 def test_shape_only_index_files(stepper: Stepper, store: Store, spelling: str) -> None:
     """save_shape without raw tensors: smdebug's index meta has no event_file_name (or "");
     the steps, names and shapes are still there, values are not."""
-    _finished_run(stepper, store, steps=3, save_shape=True, save_raw=False)
+    finished_run(stepper, store, steps=3, save_shape=True, save_raw=False)
     if spelling == "empty":
-        _blank_event_file_names(store)
+        blank_event_file_names(store)
     trial = create_trial(store.uri)
     stepper("open", path=store.uri)
-    mine, theirs = _both(stepper, trial, "shapes")
+    mine, theirs = both(stepper, trial, "shapes")
     # Where a record's events file name is "" smdebug tries to read the trial directory itself
     # and fails with whatever that raises (IsADirectoryError locally, IndexReaderException on
     # S3); murphy answers with smdebug's own lookup error. Everything else must be equal.
@@ -362,22 +271,9 @@ def test_shape_only_index_files(stepper: Stepper, store: Store, spelling: str) -
 # --- 7. smdebug's own modes ------------------------------------------------------------------
 
 
-def _smdebug_modes(smdebug_python: str) -> Any:
-    """smdebug's real ``smdebug/core/modes.py`` (it imports only enum), loaded from its venv."""
-    site = subprocess.run(
-        [smdebug_python, "-c", "import smdebug.core.modes as m; print(m.__file__)"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip().splitlines()[-1]
-    spec = importlib.util.spec_from_file_location("smdebug_modes_under_test", site)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.ModeKeys
-
-
 def test_smdebug_modes_are_accepted_by_value(smdebug_local_run: h.Run, smdebug_python: str) -> None:
     """A notebook importing both libraries passes smdebug's modes.TRAIN: same answers as murphy's."""
-    smd_modes = _smdebug_modes(smdebug_python)
+    smd_modes = smdebug_modes(smdebug_python)
     assert smd_modes is not modes and type(smd_modes.TRAIN) is not type(modes.TRAIN)
     ref = smdebug_local_run.read("smdebug", smdebug_python, where="local")[0]
     trial = create_trial(str(smdebug_local_run.local_dir))
