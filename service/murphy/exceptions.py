@@ -106,11 +106,16 @@ class SMDebugCustomerError(SMDebugError):
     pass
 
 
+def _mode_name(mode: Any) -> str:
+    """smdebug formats modes by name ("TRAIN"); None stands for GLOBAL, smdebug's default."""
+    return "GLOBAL" if mode is None else str(getattr(mode, "name", mode))
+
+
 class StepNotYetAvailable(SMDebugError):
     """The step may still be written: training has not passed it yet."""
 
     def __init__(self, step: int, mode: Any) -> None:
-        super().__init__(f"Step {step} of mode {mode} not yet available")
+        super().__init__(f"Step {step} of mode {_mode_name(mode)} not yet available")
         self.step = step
         self.mode = mode
 
@@ -119,7 +124,7 @@ class StepUnavailable(SMDebugError):
     """The step was skipped: training passed it without saving it."""
 
     def __init__(self, step: int, mode: Any) -> None:
-        super().__init__(f"Step {step} of mode {mode} is not available as it was not saved")
+        super().__init__(f"Step {step} of mode {_mode_name(mode)} is not available as it was not saved")
         self.step = step
         self.mode = mode
 
@@ -128,10 +133,11 @@ class NoMoreData(SMDebugError):
     """Training has ended and the step lies beyond the last one saved."""
 
     def __init__(self, step: int, mode: Any, last_step: int | None) -> None:
-        super().__init__(
-            f"Looking for step {step} of mode {mode} and reached end of training. "
+        self.msg = (
+            f"Looking for step {step} of mode {_mode_name(mode)} and reached end of training. "
             f"Max step available is {last_step}"
         )
+        super().__init__(self.msg)
         self.step = step
         self.mode = mode
         self.last_step = last_step
@@ -149,9 +155,13 @@ class TensorUnavailableForStep(SMDebugError):
     """The step exists but this tensor (or this reduction of it) was not saved at it."""
 
     def __init__(self, tname: str, step: int, mode: Any = None, has_reductions: bool = False) -> None:
-        msg = f"Value for tensor {tname} is not available for step {step} with mode {mode} as it was not saved."
+        # smdebug's exact text, the missing space before "This" included.
+        msg = (
+            f"Value for tensor {tname} is not available for step {step} with mode {_mode_name(mode)} "
+            "as it was not saved."
+        )
         if has_reductions:
-            msg += " This tensor has reductions saved for this step. Use reduction_value()."
+            msg += "This tensor has reductions saved for this step. You might want to query for the reductions."
         super().__init__(msg)
         self.tname = tname
         self.step = step
@@ -161,24 +171,31 @@ class TensorUnavailableForStep(SMDebugError):
 
 class ShapeUnavailableForStep(SMDebugError):
     def __init__(self, tname: str, step: int, mode: Any = None) -> None:
-        super().__init__(f"Shape for tensor {tname} is not available for step {step} with mode {mode}")
+        super().__init__(
+            f"Shape for tensor {tname} is not available for step {step} with mode {_mode_name(mode)} "
+            "as it was not saved."
+        )
         self.tname = tname
         self.step = step
         self.mode = mode
 
 
 class MissingCollectionFiles(SMDebugError):
-    def __init__(self, message: str = "Training has ended and no collection files were found.") -> None:
+    def __init__(
+        self, message: str = "Training job has ended. All the collection files could not be loaded"
+    ) -> None:
         super().__init__(message)
 
 
 class IndexReaderException(SMDebugError):
-    pass
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class InvalidWorker(SMDebugError):
     def __init__(self, worker: str) -> None:
-        super().__init__(f"Invalid worker: {worker}")
+        super().__init__(f"Invalid Worker: {worker}")
         self.worker = worker
 
 
@@ -197,12 +214,16 @@ class RuleEvaluationConditionMet(SMDebugError):
 
 
 class InsufficientInformationForRuleInvocation(SMDebugError):
-    pass
+    def __init__(self, rule_name: str = "", message: str = "") -> None:
+        super().__init__(f"Insufficient information to invoke rule {rule_name}: {message}")
+        self.rule_name = rule_name
+        self.message = message
 
 
 class NoMoreProfilerData(SMDebugError):
     def __init__(self, timestamp: int = 0) -> None:
-        super().__init__(f"No more profiler data after timestamp {timestamp}")
+        self.msg = f"Looking for timestamp {timestamp} and reached end of training."
+        super().__init__(self.msg)
         self.timestamp = timestamp
 
 

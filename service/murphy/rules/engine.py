@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from murphy.rules.rule import Finding
+from murphy.trial import no_refresh
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,10 @@ def evaluate_rule(
     idle_since = time.monotonic()
     try:
         while True:
-            pending = [s for s in trial.steps() if s >= next_step and (end_step is None or s < end_step)]
+            # One incremental refresh per round (at its end, after the sleep); the queries here
+            # read that view instead of each asking the store again, as a direct query would.
+            with no_refresh([trial]):
+                pending = [s for s in trial.steps() if s >= next_step and (end_step is None or s < end_step)]
             ended = bool(trial.loaded_all_steps)
             for step in pending:
                 if should_stop is not None and should_stop():
@@ -147,12 +151,16 @@ def evaluate_rule(
                     return done
             if pending:
                 idle_since = time.monotonic()
-            if _past_end(trial, end_step, next_step):
+            with no_refresh([trial]):
+                past_end = _past_end(trial, end_step, next_step)
+            if past_end:
                 return _no_more(run, f"reached end_step {end_step}")
             if ended:
                 return _no_more(run, "training has ended")
             # _stalled records the finding even when evaluation goes on (stop_at_first=False).
-            if not pending and _stalled(run) and stop_at_first:
+            with no_refresh([trial]):
+                stalled = not pending and _stalled(run)
+            if stalled and stop_at_first:
                 return run.outcome("IssuesFound")
             if should_stop is not None and should_stop():
                 return run.outcome("Stopped", f"{run.rule_name}: stopped", "stopped by request")

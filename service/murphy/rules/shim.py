@@ -18,11 +18,11 @@ from typing import Any
 
 from murphy import exceptions
 from murphy.core.collection import CollectionKeys
-from murphy.core.modes import ModeKeys
+from murphy.core.modes import ALLOWED_MODE_NAMES, ALLOWED_MODES, ModeKeys
 from murphy.rules.invoker import invoke_rule
 from murphy.rules.req_tensors import RequiredTensors
 from murphy.rules.rule import Rule
-from murphy.trial import create_trial, no_refresh, refresh
+from murphy.trial import StepState, Tensor, create_trial, no_refresh, refresh
 from murphy.trial.trial import Trial
 
 
@@ -52,9 +52,13 @@ def _module_contents() -> dict[str, dict[str, Any]]:
         "smdebug.rules.rule_invoker": {"invoke_rule": invoke_rule},
         "smdebug.rules.req_tensors": {"RequiredTensors": RequiredTensors},
         "smdebug.trials": {"create_trial": create_trial, "Trial": Trial},
+        "smdebug.trials.trial": {"Trial": Trial},
         "smdebug.exceptions": _exception_names(),
         "smdebug.core": {},
-        "smdebug.core.modes": {"ModeKeys": ModeKeys},
+        "smdebug.core.modes": {
+            "ModeKeys": ModeKeys, "ALLOWED_MODES": list(ALLOWED_MODES), "ALLOWED_MODE_NAMES": list(ALLOWED_MODE_NAMES),
+        },
+        "smdebug.core.tensor": {"StepState": StepState, "Tensor": Tensor},
         "smdebug.core.collection": {"CollectionKeys": CollectionKeys},
         "smdebug.analysis": {},
         "smdebug.analysis.utils": {"no_refresh": no_refresh, "refresh": refresh},

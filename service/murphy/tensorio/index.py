@@ -93,9 +93,13 @@ class StepIndex:
         mode_name = meta.get("mode")
         if not isinstance(mode_name, str) or mode_name not in ModeKeys.__members__:
             raise CorruptIndex(f"index meta has an invalid mode {mode_name!r}")
-        event_file = meta.get("event_file_name")
-        if not isinstance(event_file, str) or not event_file:
-            raise CorruptIndex("index meta has no event_file_name")
+        # smdebug writes no event_file_name (or an empty one) when a step saved only shapes; it
+        # reads the name only when tensor_payload has rows. "" stands for "no events file".
+        event_file = meta.get("event_file_name", "")
+        if not isinstance(event_file, str):
+            raise CorruptIndex(f"index meta has an invalid event_file_name {event_file!r}")
+        if "event_file_name" not in meta and doc.get("tensor_payload"):
+            raise CorruptIndex("index meta has no event_file_name for its tensor_payload")
         return cls(
             mode=ModeKeys[mode_name],
             mode_step=_int(meta.get("mode_step"), "meta.mode_step"),

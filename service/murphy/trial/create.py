@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 from urllib.parse import urlparse
 
 from murphy.exceptions import SMDebugValueError
@@ -44,6 +46,7 @@ def create_trial(
     index_mode: bool = True,
     cache: bool = False,
     *,
+    parallel: bool = True,
     poll_interval: float = 0.1,
     end_delay: float | None = None,
     missing_event_timeout: float | None = None,
@@ -53,10 +56,13 @@ def create_trial(
 
     ``path`` is a local path, ``file://``, ``s3://bucket/prefix``, ``memory://name`` or an
     :class:`ObjectStore`. The positional order is smdebug's; ``profiler`` and ``output_dir``
-    are accepted and ignored (profiler data is out of scope), ``check`` is ignored (both footer
+    are accepted and ignored (profiler data is out of scope), ``parallel`` (smdebug's trial
+    keyword) is accepted and ignored, ``check`` is ignored (both footer
     kinds are always accepted), ``index_mode=False`` is not supported (index files are the only
-    discovery path) and logs a warning. Blocks until the collections files exist, like smdebug,
-    but at most ``no_marker_timeout`` seconds when that is given.
+    discovery path) and logs a warning. Surrounding whitespace is stripped and ``~`` expanded, as
+    smdebug does. Blocks until the collections files exist, like smdebug, but at most
+    ``no_marker_timeout`` seconds when that is given, and not at all for a local path that can
+    never exist (below a regular file): that raises ``MissingCollectionFiles`` at once.
 
     Murphy-only keywords: ``poll_interval`` (seconds between listings, default 0.1; smdebug: 2),
     ``end_delay`` (pause before the final refresh after the end marker; default 0.1 s, 1 s for
@@ -67,6 +73,8 @@ def create_trial(
     _check_range(range_steps)
     if not index_mode:
         log.warning("index_mode=False is not supported; reading from index files")
+    if not isinstance(path, ObjectStore):
+        path = _clean_path(path)
     store = open_store(path)  # type: ignore[arg-type]  # open_store passes ObjectStores through
     shown_path = store.uri if isinstance(path, ObjectStore) else os.fspath(path)
     settings = ReaderSettings.resolve(
@@ -88,34 +96,43 @@ def create_trial(
     )
 
 
+def _clean_path(path: str | os.PathLike[str]) -> str:
+    """smdebug's cleaning: surrounding whitespace stripped, ``~`` expanded for local paths."""
+    cleaned = os.fspath(path).strip()
+    if not cleaned:
+        raise SMDebugValueError(f"create_trial needs a trial path, got {os.fspath(path)!r}")
+    if "://" not in cleaned:
+        cleaned = os.path.expanduser(cleaned)
+    return cleaned
+
+
+_Trials = TypeVar("_Trials", bound="Trial | Iterable[Trial]")
+
+
 def _as_list(trials: Trial | Iterable[Trial]) -> list[Trial]:
     return [trials] if isinstance(trials, Trial) else list(trials)
 
 
 @contextmanager
-def no_refresh(trials: Trial | Iterable[Trial]) -> Iterator[None]:
+def _refreshing(trials: _Trials, on: bool) -> Iterator[_Trials]:
+    ts = _as_list(trials)
+    before = [getattr(t, "dynamic_refresh", True) for t in ts]
+    for t in ts:
+        t.dynamic_refresh = on
+    try:
+        yield trials
+    finally:
+        for t, b in zip(ts, before, strict=True):
+            t.dynamic_refresh = b
+
+
+def no_refresh(trials: _Trials) -> contextlib.AbstractContextManager[_Trials]:
     """Freeze the trials' view (``dynamic_refresh=False``) inside the block, as smdebug's
-    ``smdebug.analysis.utils.no_refresh``; the previous settings come back afterwards."""
-    ts = _as_list(trials)
-    before = [t.dynamic_refresh for t in ts]
-    for t in ts:
-        t.dynamic_refresh = False
-    try:
-        yield
-    finally:
-        for t, b in zip(ts, before, strict=True):
-            t.dynamic_refresh = b
+    ``smdebug.analysis.utils.no_refresh``, and yield what was passed (``with no_refresh([t]) as
+    [t]:``). Afterwards each trial gets back its previous setting (smdebug sets True)."""
+    return _refreshing(trials, False)
 
 
-@contextmanager
-def refresh(trials: Trial | Iterable[Trial]) -> Iterator[None]:
-    """The opposite of :func:`no_refresh`: refreshing on inside the block."""
-    ts = _as_list(trials)
-    before = [t.dynamic_refresh for t in ts]
-    for t in ts:
-        t.dynamic_refresh = True
-    try:
-        yield
-    finally:
-        for t, b in zip(ts, before, strict=True):
-            t.dynamic_refresh = b
+def refresh(trials: _Trials) -> contextlib.AbstractContextManager[_Trials]:
+    """The opposite of :func:`no_refresh`: refreshing on inside the block; yields the trials."""
+    return _refreshing(trials, True)

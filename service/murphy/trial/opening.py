@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from murphy.core.collection import Collection, CollectionsDoc
 from murphy.exceptions import CorruptCollections, MissingCollectionFiles, ObjectNotFound
 from murphy.storage.base import ObjectStore
+from murphy.storage.local import LocalObjectStore
 from murphy.tensorio.locations import (
     COLLECTIONS_PREFIX,
     END_OF_TRAINING_KEY,
@@ -85,7 +86,10 @@ class LoadedCollections:
 
 
 def _collection_keys(store: ObjectStore) -> list[str]:
-    return [k for k in store.list(COLLECTIONS_PREFIX) if k.endswith("collections.json")]
+    try:
+        return [k for k in store.list(COLLECTIONS_PREFIX) if k.endswith("collections.json")]
+    except ObjectNotFound as exc:  # a listing finds no object only when the bucket is missing
+        raise MissingCollectionFiles(f"cannot list {store.uri}: the bucket does not exist ({exc})") from exc
 
 
 def _first_doc(store: ObjectStore, keys: list[str]) -> CollectionsDoc | None:
@@ -102,6 +106,34 @@ def _first_doc(store: ObjectStore, keys: list[str]) -> CollectionsDoc | None:
     return None
 
 
+def smdebug_index_token(store: ObjectStore, path: str, token: str | None) -> str | None:
+    """A store-relative index token as smdebug spells ``last_index_token``: joined with the
+    trial directory for a local trial, with the key prefix (no bucket) for S3."""
+    if token is None:
+        return None
+    if isinstance(store, LocalObjectStore):
+        base = path if "://" not in path else str(store.root)
+        return os.path.join(base, token)
+    prefix = getattr(store, "prefix", "")
+    return f"{prefix}/{token}" if isinstance(prefix, str) and prefix else token
+
+
+def impossible_path(store: ObjectStore) -> str | None:
+    """Why no training job can ever write collections under ``store`` (None if one can).
+
+    A local trial directory below a regular file can never be created; waiting for it (smdebug
+    waits forever) only hides a typo."""
+    if not isinstance(store, LocalObjectStore):
+        return None
+    here = store.root
+    while True:
+        if here.exists():
+            return None if here.is_dir() else f"{here} is a file, not a directory"
+        if here.parent == here:
+            return None
+        here = here.parent
+
+
 def load_collections(store: ObjectStore, settings: ReaderSettings) -> LoadedCollections:
     """Wait for the collections files like smdebug (first one, then ``num_workers`` of them).
 
@@ -113,6 +145,10 @@ def load_collections(store: ObjectStore, settings: ReaderSettings) -> LoadedColl
     warned = False
     while True:
         keys = _collection_keys(store)
+        if not keys:
+            why = impossible_path(store)
+            if why is not None:
+                raise MissingCollectionFiles(f"no training job can write to {store.uri}: {why}")
         if doc is None and keys:
             doc = _first_doc(store, keys)
         if doc is not None and len(keys) >= doc.num_workers:

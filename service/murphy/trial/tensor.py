@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from murphy.core.modes import ModeKeys
+from murphy.core.modes import ModeKeys, as_mode
 from murphy.exceptions import (
     InvalidWorker,
     NoMoreData,
@@ -87,6 +87,7 @@ class Tensor:
 
     def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Steps at which this tensor (or a reduction of it) was saved, sorted."""
+        mode = as_mode(mode)
         self.trial.maybe_refresh(self.name)
         book = self.trial._book
         gs = self._global_steps()
@@ -99,12 +100,13 @@ class Tensor:
 
     def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = ModeKeys.GLOBAL) -> list[int]:
         """Up to ``n`` saved steps ≤ ``step`` (all of them when ``n`` is None), oldest first."""
-        steps = self.steps(mode=mode)
+        steps = self.steps(mode=as_mode(mode))
         prev = steps[: bisect.bisect_right(steps, step)]
         return prev[-n:] if n else prev
 
     def workers(self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
         """Workers that saved this tensor at the step, sorted."""
+        mode = as_mode(mode)
         by_worker = self._by_worker(step_num, mode)
         if by_worker is None:
             self.trial.maybe_refresh(self.name)
@@ -119,6 +121,7 @@ class Tensor:
 
     def _step(self, step_num: int, mode: ModeKeys, worker: str | None) -> tuple[str, Slot]:
         """The record for the step, or smdebug's lookup error for why there is none."""
+        mode = as_mode(mode)
         by_worker = self._by_worker(step_num, mode)
         if by_worker is None:
             self.trial.maybe_refresh(self.name)
@@ -158,7 +161,9 @@ class Tensor:
 
     def _raw(self, rec: tuple[str, Slot], step_num: int, mode: ModeKeys) -> np.ndarray[Any, Any] | None:
         fname, slot = rec
-        if slot.span is None:
+        if slot.span is None or not fname:
+            # No record, or an index entry without an events file name (smdebug would fail
+            # to open the trial directory itself): the value is not available.
             return None
         if not self.cache:
             return self._load(fname, slot.span, step_num, mode)
@@ -176,7 +181,7 @@ class Tensor:
             if files is not None and len(files) == 1:
                 for fname, view in files.values():
                     slot = view.slots.get(self.name)
-                    if slot is not None and slot.span is not None:
+                    if slot is not None and slot.span is not None and fname:
                         return self.trial._fetcher.read_value(fname, slot.span, self.name, step_num, mode)
         rec = self._step(step_num, mode, worker)
         value = self._raw(rec, step_num, mode)
@@ -211,7 +216,7 @@ class Tensor:
         reductions = rec[1].reductions
         op = reduction_name[: -len("_norm")] if reduction_name.endswith("_norm") else reduction_name
         span = reductions.get((op, abs)) if reductions else None
-        if span is not None:
+        if span is not None and rec[0]:
             return self._load(rec[0], span, step_num, mode)
         value = self._raw(rec, step_num, mode)
         if value is None:
@@ -223,6 +228,6 @@ class Tensor:
     ) -> dict[tuple[str, bool], np.ndarray[Any, Any]]:
         """``{(op, abs): value}`` of the reductions *stored* at the step."""
         fname, slot = self._step(step_num, mode, worker)
-        if not slot.reductions:
+        if not slot.reductions or not fname:
             return {}
         return {key: self._load(fname, span, step_num, mode) for key, span in slot.reductions.items()}

@@ -1,9 +1,16 @@
 """``Trial``: smdebug's reader over one training job's tensor output, on any ``ObjectStore``.
 
 Discovery is from index files only (see :mod:`murphy.trial.discovery`); values are fetched
-lazily, one ranged record at a time (see :mod:`murphy.trial.fetch`). ``maybe_refresh()`` runs on
-most queries, as in smdebug, but lists the store at most once per ``poll_interval``;
-``refresh()`` always lists.
+lazily, one ranged record at a time (see :mod:`murphy.trial.fetch`).
+
+Freshness: a query whose answer can change with what is on the store (``steps()``,
+``has_passed_step`` of a step not yet settled, a tensor or step not seen yet ...) refreshes
+first, as in smdebug, so it answers from the store as it is *now*. A refresh is incremental: one
+``list(index/, start_after=token)`` (only the keys of incomplete and new steps) plus one
+existence check of the end marker. Answers that can no longer change (a value of a known step,
+``AVAILABLE``/``UNAVAILABLE``, a known mode step) are given without any request, and nothing
+refreshes once training has ended and every step is loaded. ``poll_interval`` only paces
+``wait_for_steps`` and the rule engine's idle loop.
 """
 
 from __future__ import annotations
@@ -18,32 +25,28 @@ from typing import Any
 import numpy as np
 
 from murphy.core.collection import Collection, CollectionKeys
-from murphy.core.modes import ModeKeys
-from murphy.exceptions import NoMoreData, StepUnavailable, TensorUnavailable
+from murphy.core.modes import ModeKeys, as_mode
+from murphy.exceptions import TensorUnavailable
 from murphy.storage.base import ObjectStore
 from murphy.tensorio.index import IndexTable, ParsedIndex
 from murphy.tensorio.locations import END_OF_TRAINING_KEY
 from murphy.trial.discovery import IndexScanner
 from murphy.trial.fetch import RecordFetcher
-from murphy.trial.opening import ReaderSettings, load_collections
+from murphy.trial.opening import ReaderSettings, load_collections, smdebug_index_token
 from murphy.trial.state import StepBook, StepState
 from murphy.trial.tables import Slot, TableView
 from murphy.trial.tensor import Tensor
+from murphy.trial.waiting import NoMoreDataTimeout, wait_for_step
+
+__all__ = ["NoMoreDataTimeout", "Trial"]
 
 log = logging.getLogger(__name__)
 
 
-class NoMoreDataTimeout(NoMoreData):
-    """``wait_for_steps`` gave up: no new data and no end-of-training marker for
-    ``no_marker_timeout`` seconds (a run that died without closing its hook)."""
-
-    def __init__(self, step: int, mode: Any, last_step: int | None, timeout: float) -> None:
-        super().__init__(step, mode, last_step)
-        self.timeout = timeout
-        self.args = (
-            f"{self.args[0]} (no new data and no {END_OF_TRAINING_KEY} for {timeout:g} s; "
-            "the training job probably died)",
-        )
+def _suffix_number(name: str) -> int:
+    """smdebug's ``_tensor_name_sorter``: the number after the last ``_`` (0 if none)."""
+    tail = name.rsplit("_", 1)[-1] if re.match(r".+_\d+", name) else "0"
+    return int(tail) if tail.isdigit() else 0
 
 
 class Trial:
@@ -68,6 +71,7 @@ class Trial:
         self.index_mode = index_mode
         self.cache = cache
         self.dynamic_refresh = True
+        self.logger = log  # smdebug's trials have one; custom rules log through it
         self._store = store
         self._settings = settings
         self._lock = threading.RLock()
@@ -127,7 +131,9 @@ class Trial:
 
     @property
     def last_index_token(self) -> str | None:
-        return self._scanner.last_index_token
+        """The last index file read up to the last complete step, joined with the trial path as
+        smdebug's is (a local path, or the S3 key with the prefix); None before any complete step."""
+        return smdebug_index_token(self._store, self.path, self._scanner.last_index_token)
 
     def training_has_ended(self) -> bool:
         """True if ``training_job_end.ts`` exists."""
@@ -136,11 +142,17 @@ class Trial:
     # --- refresh ------------------------------------------------------------------------------
 
     def maybe_refresh(self, name: str | None = None) -> None:
-        """Refresh unless refreshing is off, all steps are loaded, or one ran < poll_interval ago."""
+        """Refresh (incrementally) unless refreshing is off or every step is loaded, as smdebug."""
         if self._book.loaded_all_steps or not self.dynamic_refresh:
             return
-        if time.monotonic() - self._last_refresh < self._settings.poll_interval:
-            return
+        self.refresh()
+
+    def refresh_data(self) -> None:
+        """smdebug's name for :meth:`refresh`."""
+        self.refresh()
+
+    def refresh_tensor(self, tname: str, steps: Iterable[int] | None = None) -> None:
+        """smdebug's per-tensor refresh: like smdebug, it refreshes everything."""
         self.refresh()
 
     def refresh(self) -> None:
@@ -248,6 +260,7 @@ class Trial:
         """
         if regex is not None and collection is not None:
             raise ValueError("Only one of `regex` or `collection` can be passed to this method")
+        mode = as_mode(mode)
         self.maybe_refresh()
         if step is not None:
             g = self._book.global_step(mode, step)
@@ -273,6 +286,7 @@ class Trial:
         computation, so the first bad tensor in it is where a NaN cascade started. Workers are
         taken in name order; a name appears once, at its first write.
         """
+        mode = as_mode(mode)
         self.maybe_refresh()
         g = self._book.global_step(mode, step)
         files = self._step_files.get(g) if g is not None else None
@@ -284,7 +298,8 @@ class Trial:
         return list(seen)
 
     def _values_of(self, names: list[str], step: int, mode: ModeKeys) -> list[np.ndarray[Any, Any]]:
-        return [self.tensor(n).value(step, mode=mode) for n in names]
+        # smdebug orders these by the names' numeric suffix (input_2 before input_10).
+        return [self.tensor(n).value(step, mode=mode) for n in sorted(names, key=_suffix_number)]
 
     def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
         """Values of the ``inputs`` collection's tensors at the step, by name."""
@@ -307,8 +322,12 @@ class Trial:
         return self._collections
 
     def collection(self, coll_name: str) -> Collection:
-        """One collection by name (``KeyError`` if unknown, as smdebug)."""
-        return self._collections[coll_name]
+        """One collection by name. An unknown name gets a new, empty collection that
+        :meth:`collections` lists from then on, as smdebug's ``CollectionManager.get`` does."""
+        coll = self._collections.get(coll_name)
+        if coll is None:
+            coll = self._collections[coll_name] = Collection(coll_name)
+        return coll
 
     def workers(self) -> list[str]:
         """Workers that wrote a collections or index file, sorted."""
@@ -319,6 +338,7 @@ class Trial:
 
     def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Saved steps (mode steps for a mode), sorted; incomplete ones only on request."""
+        mode = as_mode(mode)
         self.maybe_refresh()
         return list(self._book.steps(mode, show_incomplete_steps))
 
@@ -329,6 +349,7 @@ class Trial:
 
     def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
         """The global step of ``(mode, mode_step)``, or None if it was not saved."""
+        mode = as_mode(mode)
         g = self._book.global_step(mode, mode_step)
         if g is None:
             self.maybe_refresh()
@@ -350,7 +371,14 @@ class Trial:
         return self.mode_modestep(global_step)[1]
 
     def has_passed_step(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> StepState:
-        """AVAILABLE (saved and complete), UNAVAILABLE (skipped / past the end) or NOT_YET_AVAILABLE."""
+        """AVAILABLE (saved and complete), UNAVAILABLE (skipped / past the end) or NOT_YET_AVAILABLE.
+
+        AVAILABLE and UNAVAILABLE never change, so they are answered without a refresh; only a
+        step that may still come asks the store."""
+        mode = as_mode(mode)
+        state = self._book.has_passed_step(step, mode)
+        if state is not StepState.NOT_YET_AVAILABLE:
+            return state
         self.maybe_refresh()
         return self._book.has_passed_step(step, mode)
 
@@ -358,25 +386,6 @@ class Trial:
         """Block until each step is available; raise ``StepUnavailable`` for a skipped step and
         ``NoMoreData`` for one past the end (``NoMoreDataTimeout`` after ``no_marker_timeout``
         seconds without new data or end marker, when that is set)."""
+        mode = as_mode(mode)
         for step in required_steps:
-            self._wait_for_step(step, mode)
-
-    def _wait_for_step(self, step: int, mode: ModeKeys) -> None:
-        waiting_since = time.monotonic()
-        timeout = self._settings.no_marker_timeout
-        while True:
-            # Like smdebug's ``with refresh(trial)``: waiting refreshes even under no_refresh.
-            if time.monotonic() - self._last_refresh >= self._settings.poll_interval:
-                self.refresh()
-            state = self._book.has_passed_step(step, mode)
-            if state is StepState.AVAILABLE:
-                return
-            last = self._book.last_step(mode)
-            if state is StepState.UNAVAILABLE:
-                if self._book.loaded_all_steps and step > last:
-                    raise NoMoreData(step, mode, last)
-                raise StepUnavailable(step, mode)
-            quiet_for = time.monotonic() - max(waiting_since, self._last_new_data)
-            if timeout is not None and quiet_for >= timeout:
-                raise NoMoreDataTimeout(step, mode, last, timeout)
-            time.sleep(max(self._settings.poll_interval, 0.001))
+            wait_for_step(self, step, mode)

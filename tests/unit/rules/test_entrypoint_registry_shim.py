@@ -11,7 +11,8 @@ from murphy import exceptions
 from murphy.core.modes import ModeKeys
 from murphy.rules import Rule, invoke_rule, registry
 from murphy.rules.shim import real_smdebug_available, smdebug_shim
-from murphy.trial import create_trial, no_refresh
+from murphy.trial import StepState, create_trial, no_refresh
+from murphy.trial.trial import Trial
 
 
 def test_the_twenty_aws_names() -> None:
@@ -54,12 +55,15 @@ def test_shim_makes_smdebug_imports_resolve_to_murphy_only_inside() -> None:
         from smdebug import modes  # type: ignore[import-not-found]
         from smdebug.analysis.utils import no_refresh as nr  # type: ignore[import-not-found]
         from smdebug.core.modes import ModeKeys as MK  # type: ignore[import-not-found]
+        from smdebug.core.tensor import StepState as SS  # type: ignore[import-not-found]
         from smdebug.exceptions import TensorUnavailableForStep  # type: ignore[import-not-found]
         from smdebug.rules import Rule as R2  # type: ignore[import-not-found]
         from smdebug.rules.rule import Rule as R1  # type: ignore[import-not-found]
         from smdebug.rules.rule_invoker import invoke_rule as ir  # type: ignore[import-not-found]
         from smdebug.trials import create_trial as ct  # type: ignore[import-not-found]
+        from smdebug.trials.trial import Trial as T  # type: ignore[import-not-found]
 
+        assert SS is StepState and T is Trial
         assert R1 is R2 is Rule and ir is invoke_rule and ct is create_trial and nr is no_refresh
         assert modes is MK is ModeKeys and modes.TRAIN is ModeKeys.TRAIN
         assert TensorUnavailableForStep is exceptions.TensorUnavailableForStep

@@ -41,6 +41,18 @@ def test_either_payload_key_is_enough() -> None:
 
 
 @pytest.mark.parametrize(
+    "meta",
+    [{"mode": "TRAIN", "mode_step": 1}, {"mode": "TRAIN", "mode_step": 1, "event_file_name": ""}],
+)
+def test_shape_only_index_without_events_file(meta: dict[str, object]) -> None:
+    """smdebug writes a shape-only step's meta without event_file_name (or with ""): valid."""
+    doc = json.dumps({"meta": meta, "tensor_payload": [], "shape_payload": [
+        {"tensorname": "x", "originalname": "x", "shape": [2, 3]}]}).encode()
+    for parsed in (StepIndex.from_json_bytes(doc), IndexParser().parse(doc)):
+        assert (parsed.mode, parsed.mode_step, parsed.event_file_name) == (ModeKeys.TRAIN, 1, "")
+
+
+@pytest.mark.parametrize(
     "doc",
     [
         b"",
@@ -52,7 +64,8 @@ def test_either_payload_key_is_enough() -> None:
         b'{"meta": {"mode": "TRAIN", "mode_step": 1, "event_file_name": "e"}}',
         b'{"meta": {"mode": "TRAINING", "mode_step": 1, "event_file_name": "e"}, "tensor_payload": []}',
         b'{"meta": {"mode": "TRAIN", "mode_step": "1", "event_file_name": "e"}, "tensor_payload": []}',
-        b'{"meta": {"mode": "TRAIN", "mode_step": 1}, "tensor_payload": []}',
+        b'{"meta": {"mode": "TRAIN", "mode_step": 1}, "tensor_payload": [{"tensorname": "a", "start_idx": 0, "length": 5}]}',
+        b'{"meta": {"mode": "TRAIN", "mode_step": 1, "event_file_name": 3}, "tensor_payload": []}',
         b'{"meta": {"mode": "TRAIN", "mode_step": 1, "event_file_name": "e"}, "tensor_payload": {}}',
         b'{"meta": {"mode": "TRAIN", "mode_step": 1, "event_file_name": "e"}, "tensor_payload": [{"tensorname": "a", "start_idx": -1, "length": 3}]}',
         b'{"meta": {"mode": "TRAIN", "mode_step": 1, "event_file_name": "e"}, "tensor_payload": [{"tensorname": "a", "start_idx": 0, "length": 0}]}',
