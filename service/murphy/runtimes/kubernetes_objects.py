@@ -42,6 +42,8 @@ STAGE_FILE = f"{RUN_DIR}/stage.json"
 CONFIG_MOUNT = "/murphy/config"
 FAILURE_FILE = f"{OPT_ML}/output/failure"
 DEFAULT_NAMESPACE = "murphy-jobs"
+#: The oldest Kubernetes minor murphy supports (podFailurePolicy and DisruptionTarget are GA).
+MIN_KUBERNETES = "1.31"
 #: The S3 endpoint as pods see it: the SeaweedFS Service of ``infra/kubernetes``'s base.
 DEFAULT_S3_ENDPOINT = "http://murphy-s3.murphy.svc.cluster.local:8333"
 CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION")
