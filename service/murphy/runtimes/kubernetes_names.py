@@ -47,6 +47,13 @@ _NOT_NAME = re.compile(r"[^a-z0-9]+")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def is_dns1123_label(text: str) -> bool:
+    return _DNS1123_LABEL.fullmatch(text) is not None
+
+
 def short_hash(*parts: str) -> str:
     """8 hex digits of sha256 over ``parts`` (NUL-separated, so ``("ab", "c") != ("a", "bc")``)."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:8]

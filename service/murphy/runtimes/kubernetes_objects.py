@@ -73,6 +73,18 @@ class KubernetesOptions:
     run_as: int = 1000
 
 
+def check_options(opts: KubernetesOptions) -> None:
+    """Refuse options that would make every object invalid, naming the option."""
+    if not kn.is_dns1123_label(opts.namespace):
+        raise RuntimeBackendError(f"namespace {opts.namespace!r} is not a DNS-1123 label "
+                                  "(at most 63 of a-z, 0-9 and '-', starting and ending alphanumeric)")
+    if not opts.runtime_id or kn.label_value(opts.runtime_id) != opts.runtime_id:
+        raise RuntimeBackendError(f"runtime id {opts.runtime_id!r} is not a label value "
+                                  "(at most 63 of A-Z, a-z, 0-9, '-', '_', '.', starting and ending alphanumeric)")
+    if not kn.is_dns1123_label(opts.service_account):
+        raise RuntimeBackendError(f"service account {opts.service_account!r} is not a DNS-1123 label")
+
+
 def image_entry(plan: Plan, catalog: ImageCatalog) -> CatalogEntry:
     """The catalog entry for ``plan``'s image; an image not in the catalog runs as it is (as on
     the Docker runtime), but a training image cannot evaluate rules nor the reverse."""
@@ -252,6 +264,7 @@ def job_objects(training: TrainingPlan, rules: Sequence[RulePlan], opts: Kuberne
                 credentials: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Every object of one training job, in creation order (anchor first), each with its
     spec-hash annotation and without ownerReferences (the anchor's uid exists once it is created)."""
+    check_options(opts)
     res = pod_resources(training.instance_type, opts.profiles)
     files, env = training_files(training, opts, res)
     objs = [config_map(training, files, opts), secret(training, credentials or {}, opts)]

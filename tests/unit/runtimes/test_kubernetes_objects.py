@@ -205,3 +205,15 @@ def test_images_must_fit_their_role() -> None:
     # an image the catalog does not know runs as it is
     own = by_kind(ko.job_objects(training(image="registry.example/own:1"), [], OPTS), "Job")[0]
     assert own["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/own:1"
+
+
+@pytest.mark.parametrize(("opts", "message"), [
+    (ko.KubernetesOptions(namespace="Team_A"), "namespace 'Team_A' is not a DNS-1123 label"),
+    (ko.KubernetesOptions(namespace="x" * 64), "is not a DNS-1123 label"),
+    (ko.KubernetesOptions(runtime_id="prod a"), "runtime id 'prod a' is not a label value"),
+    (ko.KubernetesOptions(runtime_id=""), "runtime id '' is not a label value"),
+    (ko.KubernetesOptions(service_account="Workload"), "service account 'Workload'"),
+])
+def test_options_that_make_invalid_objects_are_refused(opts: ko.KubernetesOptions, message: str) -> None:
+    with pytest.raises(RuntimeBackendError, match=message):
+        ko.job_objects(training(), [], opts)
