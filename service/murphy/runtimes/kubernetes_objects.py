@@ -48,6 +48,8 @@ MIN_KUBERNETES = "1.31"
 DEFAULT_S3_ENDPOINT = "http://murphy-s3.murphy.svc.cluster.local:8333"
 CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION")
 _IN_IMAGE_PYTHON = "python"
+#: The API server refuses a ConfigMap over 1 MiB (etcd's object limit); leave room for metadata.
+MAX_CONFIG_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,10 @@ def training_files(plan: TrainingPlan, opts: KubernetesOptions, res: PodResource
 
 
 def config_map(plan: TrainingPlan, files: Mapping[str, str], opts: KubernetesOptions) -> dict[str, Any]:
+    size = sum(len(k) + len(v.encode()) for k, v in files.items())
+    if size > MAX_CONFIG_BYTES:
+        raise RuntimeBackendError(f"the job's config files take {size} bytes; a ConfigMap holds at most "
+                                  f"{MAX_CONFIG_BYTES} (the hyperparameters are too large for Kubernetes)")
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": _meta(kn.config_map_name(opts.runtime_id, plan), opts, plan, role="config"),
             "immutable": True, "data": dict(files)}

@@ -217,3 +217,14 @@ def test_images_must_fit_their_role() -> None:
 def test_options_that_make_invalid_objects_are_refused(opts: ko.KubernetesOptions, message: str) -> None:
     with pytest.raises(RuntimeBackendError, match=message):
         ko.job_objects(training(), [], opts)
+
+
+def test_config_files_too_large_for_a_config_map_are_refused() -> None:
+    big = TrainingPlan(container_name="J-training", job_name="J", image="murphy/pytorch-cpu:latest",
+                       hyperparameters={f"h{i}": "x" * 2500 for i in range(100)}, environment={},
+                       instance_type="ml.m5.xlarge", instance_count=1)
+    assert ko.job_objects(big, [], OPTS)  # SageMaker's own limits (100 x 2500 characters) fit
+    huge = TrainingPlan(container_name="J-training", job_name="J", image="murphy/pytorch-cpu:latest",
+                        hyperparameters={"h": "x" * 1_100_000}, environment={}, instance_type="ml.m5.xlarge", instance_count=1)
+    with pytest.raises(RuntimeBackendError, match=r"a ConfigMap holds at most 1000000"):
+        ko.job_objects(huge, [], OPTS)
