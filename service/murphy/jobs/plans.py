@@ -119,3 +119,10 @@ def open_uri(settings: Settings, uri: str) -> ObjectStore:
         return local_bucket_store(settings.resolved_buckets_dir, uri)
     bucket, prefix = split_s3_uri(uri)
     return S3ObjectStore(bucket, prefix, endpoint_url=settings.s3_endpoint_url)
+
+
+def job_plans(record: JobRecord, settings: Settings) -> tuple[TrainingPlan, list[RulePlan]]:
+    """The training plan and one plan per debug rule, indexed as the supervisor launches them
+    (profiler rules run no container)."""
+    debug_rules = [r for r in record.rules if r.kind == "debug"]
+    return training_plan(record), [rule_plan(record, r, i, settings) for i, r in enumerate(debug_rules)]
