@@ -65,6 +65,19 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     max_body_bytes: int = 1_048_576
+    #: A client that stops sending its body mid-way gets a 408 after this long (seconds).
+    body_read_timeout_s: float = 30.0
+
+    # --- authentication (murphy.auth; docs/security.md) ---
+    #: ``sigv4``: every request must be signed with a murphy access key (``murphy keys create``).
+    #: ``none``: nobody is checked; only allowed on a loopback ``host``.
+    auth: Literal["none", "sigv4"] = "none"
+    #: How far a request's X-Amz-Date may be from the server's clock (AWS: 5 minutes).
+    auth_clock_skew_s: float = 300.0
+    #: How long a verified key is remembered: disabling or deleting one takes up to this long.
+    auth_key_cache_s: float = 5.0
+    #: Paths answered without a signature (probes). Add ``/metrics`` for an unsigned scraper.
+    auth_public_paths: tuple[str, ...] = ("/healthz",)
 
     # --- events (murphy.events) ---
     #: Connect and read timeout of one webhook/EventBridge delivery attempt (seconds).

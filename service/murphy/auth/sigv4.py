@@ -1,0 +1,243 @@
+"""Signature Version 4 as AWS checks it: what a client claims (``Authorization`` header or
+presigned query), and the canonical request / string to sign / signature of the request as it
+arrived. Pure functions; :mod:`murphy.auth.verifier` decides what to accept.
+
+The canonical request is the one botocore's ``SigV4Auth`` signs (``botocore/auth.py``):
+
+    METHOD \\n quote(remove_dot_segments(path), safe="/~") \\n sorted query \\n
+    "name:trimmed,values" per signed header \\n \\n signed;header;names \\n payload hash
+
+The path is the raw one the client sent (already percent-encoded once, then encoded again, as
+every AWS service except S3 does). Query pairs are decoded and re-encoded strictly (``-_.~`` kept)
+then sorted, as AWS does, so a client that encodes ``:`` or not signs the same string. The
+payload hash is ``X-Amz-Content-Sha256`` when the client sent one (then it must be the body's
+hash, or ``UNSIGNED-PAYLOAD`` where that is allowed) and the body's SHA-256 otherwise.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from urllib.parse import quote, unquote
+
+from murphy.exceptions import IncompleteSignatureException, InvalidSignatureException
+
+ALGORITHM = "AWS4-HMAC-SHA256"
+TERMINATOR = "aws4_request"
+TIMESTAMP = "%Y%m%dT%H%M%SZ"
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+#: Longest a presigned URL may be valid, as AWS allows (7 days).
+MAX_EXPIRES_S = 604800
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_SHOWN = 512  # characters of a client's Authorization value quoted back in an error
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a signed request says about itself."""
+
+    access_key_id: str
+    scope_date: str
+    region: str
+    service: str
+    signed_headers: tuple[str, ...]
+    signature: str
+    #: ``yyyymmddThhmmssZ``: X-Amz-Date (or the Date header), the time in the string to sign.
+    timestamp: str
+    when: dt.datetime
+    session_token: str | None
+    #: Presigned (query) requests: X-Amz-Expires; None for the Authorization header.
+    expires_s: int | None = None
+
+    @property
+    def scope(self) -> str:
+        return f"{self.scope_date}/{self.region}/{self.service}/{TERMINATOR}"
+
+
+def _incomplete(problems: list[str], shown: str) -> IncompleteSignatureException:
+    return IncompleteSignatureException(" ".join(problems) + f" Authorization={shown[:_SHOWN]}")
+
+
+def _parse_credential(credential: str) -> tuple[str, str, str, str]:
+    parts = credential.split("/")
+    if len(parts) != 5:
+        raise IncompleteSignatureException(
+            "Credential must have exactly 5 slash-delimited elements, e.g. keyid/date/region/service/term, "
+            f"got '{credential[:_SHOWN]}'")
+    akid, date, region, service, term = parts
+    if term != TERMINATOR:
+        raise IncompleteSignatureException(
+            f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{term[:64]}'.")
+    if not akid:
+        raise IncompleteSignatureException("Credential should have an access key id before the first '/'.")
+    if not re.fullmatch(r"[a-z0-9-]{1,32}", region):
+        raise IncompleteSignatureException(f"Credential should be scoped to a valid region, not '{region[:64]}'.")
+    if not re.fullmatch(r"\d{8}", date):
+        raise IncompleteSignatureException(f"Credential should be scoped to a valid date (YYYYMMDD), not '{date[:64]}'.")
+    return akid, date, region, service
+
+
+def _timestamp(amz_date: str | None, date: str | None, shown: str) -> tuple[str, dt.datetime]:
+    if amz_date is not None:
+        try:
+            when = dt.datetime.strptime(amz_date, TIMESTAMP).replace(tzinfo=dt.timezone.utc)
+        except ValueError:
+            raise IncompleteSignatureException(
+                f"Date must be in ISO-8601 'basic format'. Got '{amz_date[:64]}'. "
+                "See http://en.wikipedia.org/wiki/ISO_8601") from None
+        return amz_date, when
+    if date is not None:
+        try:
+            parsed = parsedate_to_datetime(date)
+        except (TypeError, ValueError):
+            parsed = None
+        if parsed is None or parsed.tzinfo is None:
+            raise IncompleteSignatureException(f"Date must be an RFC 1123 date. Got '{date[:64]}'.")
+        when = parsed.astimezone(dt.timezone.utc)
+        return when.strftime(TIMESTAMP), when
+    raise _incomplete(["Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."], shown)
+
+
+def parse_header(authorization: str, amz_date: str | None, date: str | None,
+                 session_token: str | None) -> Claim:
+    """The claim in an ``Authorization: AWS4-HMAC-SHA256 Credential=..., SignedHeaders=...,
+    Signature=...`` header (IncompleteSignatureException, with AWS's wording, when it is not one)."""
+    algorithm, _, rest = authorization.strip().partition(" ")
+    if algorithm != ALGORITHM:
+        raise _incomplete([f"Unsupported AWS 'algorithm': '{algorithm[:64]}'; murphy verifies {ALGORITHM}."],
+                          authorization)
+    params: dict[str, str] = {}
+    for item in rest.split(","):
+        key, sep, value = item.strip().partition("=")
+        if sep:
+            params[key] = value
+    missing = [f"Authorization header requires '{p}' parameter." for p in ("Credential", "Signature", "SignedHeaders")
+               if not params.get(p)]
+    stamp = None
+    try:
+        stamp = _timestamp(amz_date, date, authorization)
+    except IncompleteSignatureException:
+        if missing or (amz_date is None and date is None):
+            missing.append("Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
+        else:
+            raise
+    if missing:
+        raise _incomplete(missing, authorization)
+    assert stamp is not None
+    akid, scope_date, region, service = _parse_credential(params["Credential"])
+    return Claim(akid, scope_date, region, service, _signed_headers(params["SignedHeaders"]),
+                 params["Signature"], stamp[0], stamp[1], session_token)
+
+
+def parse_query(query: Mapping[str, str]) -> Claim:
+    """The claim of a presigned request (``X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=...``)."""
+    shown = "&".join(f"{k}={v}" for k, v in query.items() if k.startswith("X-Amz-"))
+    if query.get("X-Amz-Algorithm") != ALGORITHM:
+        raise _incomplete([f"X-Amz-Algorithm only supports '{ALGORITHM}'."], shown)
+    missing = [f"AWS query-string parameters must include '{p}'." for p in
+               ("X-Amz-Credential", "X-Amz-Signature", "X-Amz-SignedHeaders", "X-Amz-Date", "X-Amz-Expires")
+               if not query.get(p)]
+    if missing:
+        raise _incomplete([*missing, "Re-examine the query-string parameters."], shown)
+    expires = query["X-Amz-Expires"]
+    if not expires.isdigit() or not 1 <= int(expires) <= MAX_EXPIRES_S:
+        raise IncompleteSignatureException(
+            f"X-Amz-Expires must be a number of seconds between 1 and {MAX_EXPIRES_S}, not '{expires[:32]}'.")
+    timestamp, when = _timestamp(query["X-Amz-Date"], None, shown)
+    akid, scope_date, region, service = _parse_credential(query["X-Amz-Credential"])
+    return Claim(akid, scope_date, region, service, _signed_headers(query["X-Amz-SignedHeaders"]),
+                 query["X-Amz-Signature"], timestamp, when, query.get("X-Amz-Security-Token"), int(expires))
+
+
+def _signed_headers(value: str) -> tuple[str, ...]:
+    names = tuple(value.split(";"))
+    if "host" not in names and ":authority" not in names:
+        raise IncompleteSignatureException("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
+    return names
+
+
+# --- the canonical request ----------------------------------------------------------------------
+
+
+def _remove_dot_segments(path: str) -> str:
+    # RFC 3986 5.2.4, and consecutive slashes collapse: what botocore.utils.remove_dot_segments does.
+    out: list[str] = []
+    for segment in path.split("/"):
+        if segment and segment != ".":
+            if segment == "..":
+                if out:
+                    out.pop()
+            else:
+                out.append(segment)
+    first = "/" if path.startswith("/") else ""
+    last = "/" if path.endswith("/") and out else ""
+    return first + "/".join(out) + last
+
+
+def canonical_path(raw_path: str) -> str:
+    return quote(_remove_dot_segments(raw_path) if raw_path else "/", safe="/~")
+
+
+def canonical_query(raw_query: str, *, drop_signature: bool) -> str:
+    pairs = []
+    for item in raw_query.split("&") if raw_query else []:
+        key, _, value = item.partition("=")
+        key, value = unquote(key), unquote(value)
+        if drop_signature and key == "X-Amz-Signature":
+            continue
+        pairs.append((quote(key, safe="-_.~"), quote(value, safe="-_.~")))
+    return "&".join(f"{k}={v}" for k, v in sorted(pairs))
+
+
+def canonical_headers(headers: Mapping[str, Sequence[str]], signed: Sequence[str]) -> str:
+    """``headers``: lower-case name → every value received (in order). A signed header that did
+    not arrive signs as empty, so the signature cannot match."""
+    return "".join(f"{name}:{','.join(' '.join(v.split()) for v in headers.get(name, ()))}\n" for name in signed)
+
+
+def canonical_request(method: str, raw_path: str, raw_query: str, headers: Mapping[str, Sequence[str]],
+                      claim: Claim, payload_hash: str) -> str:
+    return "\n".join([
+        method.upper(),
+        canonical_path(raw_path),
+        canonical_query(raw_query, drop_signature=claim.expires_s is not None),
+        canonical_headers(headers, claim.signed_headers),
+        ";".join(claim.signed_headers),
+        payload_hash,
+    ])
+
+
+def string_to_sign(claim: Claim, canonical: str) -> str:
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return f"{ALGORITHM}\n{claim.timestamp}\n{claim.scope}\n{digest}"
+
+
+def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    key = hmac.new(f"AWS4{secret}".encode(), date.encode(), hashlib.sha256).digest()
+    for part in (region, service, TERMINATOR):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return key
+
+
+def signature(key: bytes, to_sign: str) -> str:
+    return hmac.new(key, to_sign.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def payload_hash(declared: str | None, body: bytes, *, unsigned_allowed: bool) -> str:
+    """The hash the canonical request ends with, checked against the body."""
+    actual = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
+    if declared is None:
+        return actual
+    if declared == UNSIGNED_PAYLOAD and unsigned_allowed:
+        return declared
+    if declared != actual:
+        # AWS (S3) says XAmzContentSHA256Mismatch; the JSON services answer a bad signature.
+        raise InvalidSignatureException(
+            "The provided 'x-amz-content-sha256' header does not match what was computed.")
+    return declared
