@@ -97,9 +97,10 @@ def _timestamp(amz_date: str | None, date: str | None, shown: str) -> tuple[str,
             parsed = parsedate_to_datetime(date)
         except (TypeError, ValueError):
             parsed = None
-        if parsed is None or parsed.tzinfo is None:
+        if parsed is None:
             raise IncompleteSignatureException(f"Date must be an RFC 1123 date. Got '{date[:64]}'.")
-        when = parsed.astimezone(dt.timezone.utc)
+        # "-0000" (what Python's formatdate writes) parses as naive: it is UTC.
+        when = parsed.replace(tzinfo=dt.timezone.utc) if parsed.tzinfo is None else parsed.astimezone(dt.timezone.utc)
         return when.strftime(TIMESTAMP), when
     raise _incomplete(["Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."], shown)
 
