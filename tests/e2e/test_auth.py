@@ -27,6 +27,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
+
 from murphy_server import MakeServer, MurphyServer
 
 ACCOUNT_A = "111111111111"

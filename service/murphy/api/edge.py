@@ -24,10 +24,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from murphy.api.errors import AMZ_JSON, error_body
+from murphy.auth.verifier import HttpRequest
 from murphy.exceptions import AuthFailure, RequestEntityTooLargeException, ServiceError
 
 if TYPE_CHECKING:
-    from murphy.auth.verifier import HttpRequest, Principal, Verifier
+    from murphy.auth.verifier import Principal, Verifier
     from murphy.settings import Settings
 
 log = logging.getLogger("murphy.api.edge")
@@ -125,8 +126,6 @@ class EdgeMiddleware:
         return b"".join(chunks)
 
     async def _authenticate(self, scope: Scope, headers: dict[str, list[str]], body: bytes, wire: bool) -> Principal:
-        from murphy.auth.verifier import HttpRequest
-
         assert self.verifier is not None
         raw_query = scope.get("query_string", b"").decode("latin-1")
         req = HttpRequest(scope["method"], scope.get("raw_path", scope["path"].encode()).decode("latin-1"),
@@ -135,7 +134,8 @@ class EdgeMiddleware:
             services, action = wire_service(req.header("x-amz-target"))
         else:
             services, action = _REST_SERVICES, rest_action(scope["method"], scope["path"])
-        return await self._verify(req, dict(parse_qsl(raw_query, keep_blank_values=True)), services, action)
+        query = dict(parse_qsl(raw_query, keep_blank_values=True)) if raw_query else {}
+        return await self._verify(req, query, services, action)
 
     async def _verify(self, req: HttpRequest, query: dict[str, str], services: frozenset[str],
                       action: str | None) -> Principal:

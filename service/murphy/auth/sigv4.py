@@ -16,6 +16,7 @@ hash, or ``UNSIGNED-PAYLOAD`` where that is allowed) and the body's SHA-256 othe
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import hashlib
 import hmac
@@ -34,11 +35,13 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 #: Longest a presigned URL may be valid, as AWS allows (7 days).
 MAX_EXPIRES_S = 604800
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+_BASIC_ISO = re.compile(r"\d{8}T\d{6}Z")
+_REGION = re.compile(r"[a-z0-9-]{1,32}")
+_DATE = re.compile(r"\d{8}")
 _SHOWN = 512  # characters of a client's Authorization value quoted back in an error
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Claim:
     """What a signed request says about itself."""
 
@@ -50,7 +53,8 @@ class Claim:
     signature: str
     #: ``yyyymmddThhmmssZ``: X-Amz-Date (or the Date header), the time in the string to sign.
     timestamp: str
-    when: dt.datetime
+    #: The same time, in epoch seconds.
+    when: int
     session_token: str | None
     #: Presigned (query) requests: X-Amz-Expires; None for the Authorization header.
     expires_s: int | None = None
@@ -64,7 +68,24 @@ def _incomplete(problems: list[str], shown: str) -> IncompleteSignatureException
     return IncompleteSignatureException(" ".join(problems) + f" Authorization={shown[:_SHOWN]}")
 
 
+#: Credential strings and timestamps recur on every request of a client (same key, date, region,
+#: second): parsing each once saves a third of the verifier's time. Bounded, cleared when full.
+_MEMO_MAX = 4096
+_credentials: dict[str, tuple[str, str, str, str]] = {}
+_stamps: dict[str, int] = {}
+
+
 def _parse_credential(credential: str) -> tuple[str, str, str, str]:
+    found = _credentials.get(credential)
+    if found is None:
+        found = _parse_credential_uncached(credential)
+        if len(_credentials) >= _MEMO_MAX:
+            _credentials.clear()
+        _credentials[credential] = found
+    return found
+
+
+def _parse_credential_uncached(credential: str) -> tuple[str, str, str, str]:
     parts = credential.split("/")
     if len(parts) != 5:
         raise IncompleteSignatureException(
@@ -76,17 +97,38 @@ def _parse_credential(credential: str) -> tuple[str, str, str, str]:
             f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{term[:64]}'.")
     if not akid:
         raise IncompleteSignatureException("Credential should have an access key id before the first '/'.")
-    if not re.fullmatch(r"[a-z0-9-]{1,32}", region):
+    if not _REGION.fullmatch(region):
         raise IncompleteSignatureException(f"Credential should be scoped to a valid region, not '{region[:64]}'.")
-    if not re.fullmatch(r"\d{8}", date):
+    if not _DATE.fullmatch(date):
         raise IncompleteSignatureException(f"Credential should be scoped to a valid date (YYYYMMDD), not '{date[:64]}'.")
     return akid, date, region, service
 
 
-def _timestamp(amz_date: str | None, date: str | None, shown: str) -> tuple[str, dt.datetime]:
+def _basic_iso(stamp: str) -> int:
+    found = _stamps.get(stamp)
+    if found is None:
+        found = _basic_iso_uncached(stamp)
+        if len(_stamps) >= _MEMO_MAX:
+            _stamps.clear()
+        _stamps[stamp] = found
+    return found
+
+
+def _basic_iso_uncached(stamp: str) -> int:
+    # strptime costs ~40 us; this is a tenth of it.
+    if not _BASIC_ISO.fullmatch(stamp):
+        raise ValueError(stamp)
+    y, mo, d, h, mi, sec = (int(stamp[0:4]), int(stamp[4:6]), int(stamp[6:8]),
+                            int(stamp[9:11]), int(stamp[11:13]), int(stamp[13:15]))
+    if not (1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1] and h < 24 and mi < 60 and sec < 60):
+        raise ValueError(stamp)
+    return calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0))
+
+
+def _timestamp(amz_date: str | None, date: str | None, shown: str) -> tuple[str, int]:
     if amz_date is not None:
         try:
-            when = dt.datetime.strptime(amz_date, TIMESTAMP).replace(tzinfo=dt.timezone.utc)
+            when = _basic_iso(amz_date)
         except ValueError:
             raise IncompleteSignatureException(
                 f"Date must be in ISO-8601 'basic format'. Got '{amz_date[:64]}'. "
@@ -101,7 +143,7 @@ def _timestamp(amz_date: str | None, date: str | None, shown: str) -> tuple[str,
             raise IncompleteSignatureException(f"Date must be an RFC 1123 date. Got '{date[:64]}'.")
         # "-0000" (what Python's formatdate writes) parses as naive: it is UTC.
         when = parsed.replace(tzinfo=dt.timezone.utc) if parsed.tzinfo is None else parsed.astimezone(dt.timezone.utc)
-        return when.strftime(TIMESTAMP), when
+        return when.strftime(TIMESTAMP), int(when.timestamp())
     raise _incomplete(["Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."], shown)
 
 
@@ -182,10 +224,14 @@ def _remove_dot_segments(path: str) -> str:
 
 
 def canonical_path(raw_path: str) -> str:
+    if raw_path == "/":
+        return raw_path  # POST / : every AWS JSON request
     return quote(_remove_dot_segments(raw_path) if raw_path else "/", safe="/~")
 
 
 def canonical_query(raw_query: str, *, drop_signature: bool) -> str:
+    if not raw_query:
+        return ""
     pairs = []
     for item in raw_query.split("&") if raw_query else []:
         key, _, value = item.partition("=")
@@ -227,7 +273,7 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
 
 
 def signature(key: bytes, to_sign: str) -> str:
-    return hmac.new(key, to_sign.encode("utf-8"), hashlib.sha256).hexdigest()
+    return hmac.digest(key, to_sign.encode("utf-8"), "sha256").hex()
 
 
 def payload_hash(declared: str | None, body: bytes, *, unsigned_allowed: bool) -> str:

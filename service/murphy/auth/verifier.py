@@ -13,7 +13,6 @@ time (docs/security.md); unknown ids are not cached.
 
 from __future__ import annotations
 
-import datetime as dt
 import fnmatch
 import hmac
 import threading
@@ -61,7 +60,7 @@ class Principal:
                 f"allows the {action} action")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class HttpRequest:
     """A request as received: raw path and query, headers by lower-case name, the whole body."""
 
@@ -77,8 +76,8 @@ class HttpRequest:
         return values[0] if values else None
 
 
-def _fmt(when: dt.datetime) -> str:
-    return when.strftime(sigv4.TIMESTAMP)
+def _fmt(epoch: int) -> str:
+    return time.strftime(sigv4.TIMESTAMP, time.gmtime(epoch))
 
 
 class Verifier:
@@ -91,6 +90,7 @@ class Verifier:
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, ResolvedKey]] = {}
         self._signing: dict[tuple[str, str, str, str], bytes] = {}
+        self._principals: dict[tuple[ResolvedKey, str], Principal] = {}
 
     # --- step 1: what the request claims ----------------------------------------------------------
 
@@ -148,7 +148,14 @@ class Verifier:
         expected = sigv4.signature(self._signing_key(key, claim), sigv4.string_to_sign(claim, canonical))
         if not hmac.compare_digest(expected.encode(), claim.signature.encode()):
             raise InvalidSignatureException(BAD_SIGNATURE)
-        return Principal(key.access_key_id, key.account, key.name, claim.region, key.actions)
+        found = self._principals.get((key, claim.region))
+        if found is None:
+            found = Principal(key.access_key_id, key.account, key.name, claim.region, key.actions)
+            with self._lock:
+                if len(self._principals) >= _SIGNING_KEYS_MAX:
+                    self._principals.clear()
+                self._principals[(key, claim.region)] = found
+        return found
 
     def _check_token(self, claim: sigv4.Claim, key: ResolvedKey, now: float) -> None:
         if key.session_token_sha256 is None:
@@ -162,18 +169,18 @@ class Verifier:
             raise ExpiredTokenException("The security token included in the request is expired")
 
     def _check_time(self, claim: sigv4.Claim, now: float) -> None:
-        current = dt.datetime.fromtimestamp(int(now), dt.timezone.utc)
-        skew = dt.timedelta(seconds=self.skew_s)
+        current = int(now)
+        skew = int(self.skew_s)
         minutes = f"{self.skew_s / 60:g} min."
         if claim.when - skew > current:
             raise InvalidSignatureException(
                 f"Signature not yet current: {claim.timestamp} is still later than {_fmt(current + skew)} "
                 f"({_fmt(current)} + {minutes})")
         if claim.expires_s is not None:  # presigned: valid for X-Amz-Expires from its date
-            if claim.when + dt.timedelta(seconds=claim.expires_s) < current:
+            if claim.when + claim.expires_s < current:
                 raise InvalidSignatureException(
                     f"Signature expired: {claim.timestamp} is now earlier than "
-                    f"{_fmt(current - dt.timedelta(seconds=claim.expires_s))} ({_fmt(current)} - {claim.expires_s} sec.)")
+                    f"{_fmt(current - claim.expires_s)} ({_fmt(current)} - {claim.expires_s} sec.)")
             return
         if claim.when + skew < current:
             raise InvalidSignatureException(

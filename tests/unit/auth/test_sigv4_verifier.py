@@ -149,7 +149,7 @@ def test_every_way_to_be_wrong(env: tuple[Verifier, KeyRing, Clock]) -> None:
     tampered.headers.replace_header("X-Amz-Target", "SageMaker.Y")
     with pytest.raises(InvalidSignatureException):
         check(verifier, tampered)
-    with pytest.raises(MissingAuthenticationTokenException, match="^Missing Authentication Token$"):
+    with pytest.raises(MissingAuthenticationTokenException, match=r"^Missing Authentication Token$"):
         verifier.claim(HttpRequest("POST", "/", "", {}, b""), {})
     for header in ("Bearer x", "AWS4-HMAC-SHA256 Credential=a/b", "AWS4-HMAC-SHA256 Signature=0"):
         with pytest.raises(IncompleteSignatureException):
@@ -161,7 +161,7 @@ def test_every_way_to_be_wrong(env: tuple[Verifier, KeyRing, Clock]) -> None:
                                                         r"20260304T050608Z \(20260304T051108Z - 5 min.\)$"):
         check(verifier, ok)
     clock.now -= 602
-    with pytest.raises(InvalidSignatureException, match="^Signature not yet current: "):
+    with pytest.raises(InvalidSignatureException, match=r"^Signature not yet current: "):
         check(verifier, ok)
 
 
