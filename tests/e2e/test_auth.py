@@ -243,3 +243,41 @@ def test_no_auth_off_loopback_refuses_to_start(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "without authentication" in result.stderr and "--auth sigv4" in result.stderr
     assert "murphy keys create" in result.stderr
+
+
+def test_accounts_cannot_see_each_other(auth_server: tuple[MurphyServer, dict[str, str]]) -> None:
+    server, key_a = auth_server
+    key_b = keys(server.data_dir, "create", "--account", "222222222222", "--name", "bob")["AccessKey"]
+    a = client(server, key_a["AccessKeyId"], key_a["SecretAccessKey"])
+    b = client(server, key_b["AccessKeyId"], key_b["SecretAccessKey"])
+    arn = b.create_training_job(
+        TrainingJobName="bobs", RoleArn="arn:aws:iam::222222222222:role/r", Tags=[{"Key": "k", "Value": "v"}],
+        AlgorithmSpecification={"TrainingImage": "murphy/python:latest", "TrainingInputMode": "File"},
+        OutputDataConfig={"S3OutputPath": "s3://b/out"},
+        ResourceConfig={"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
+        StoppingCondition={"MaxRuntimeInSeconds": 600})["TrainingJobArn"]
+    deadline = time.monotonic() + 30
+    logs_b = client(server, key_b["AccessKeyId"], key_b["SecretAccessKey"], "logs")
+    group = "/aws/sagemaker/TrainingJobs"
+    while not logs_b.describe_log_streams(logGroupName=group, logStreamNamePrefix="bobs")["logStreams"]:
+        assert time.monotonic() < deadline, "bob's job never got a log stream"
+        time.sleep(0.2)
+    stream = logs_b.describe_log_streams(logGroupName=group, logStreamNamePrefix="bobs")["logStreams"][0]["logStreamName"]
+
+    # For alice, bob's job is exactly a job that does not exist: same codes, same messages.
+    missing = error_of(lambda: a.describe_training_job(TrainingJobName="no-such-job"))
+    assert error_of(lambda: a.describe_training_job(TrainingJobName="bobs")) == missing
+    assert error_of(lambda: a.stop_training_job(TrainingJobName="bobs")) == missing
+    assert a.list_training_jobs()["TrainingJobSummaries"] == []
+    assert [j["TrainingJobName"] for j in b.list_training_jobs()["TrainingJobSummaries"]] == ["bobs"]
+    gone = error_of(lambda: a.list_tags(ResourceArn=arn.replace("bobs", "nobody")))
+    assert error_of(lambda: a.list_tags(ResourceArn=arn)) == gone
+    assert error_of(lambda: a.add_tags(ResourceArn=arn, Tags=[{"Key": "x", "Value": "y"}])) == gone
+    assert error_of(lambda: a.delete_tags(ResourceArn=arn, TagKeys=["k"])) == gone
+    logs_a = client(server, key_a["AccessKeyId"], key_a["SecretAccessKey"], "logs")
+    assert logs_a.describe_log_streams(logGroupName=group, logStreamNamePrefix="bobs")["logStreams"] == []
+    no_stream = error_of(lambda: logs_a.get_log_events(logGroupName=group, logStreamName="bobs/algo-1-1"))
+    assert error_of(lambda: logs_a.get_log_events(logGroupName=group, logStreamName=stream)) == no_stream
+    # Bob still sees and stops his own job, with his tags intact.
+    assert b.list_tags(ResourceArn=arn)["Tags"] == [{"Key": "k", "Value": "v"}]
+    b.stop_training_job(TrainingJobName="bobs")

@@ -40,6 +40,8 @@ class JobQuery:
     sort_order: Literal["Ascending", "Descending"] = "Ascending"
     offset: int = 0
     limit: int | None = None
+    #: Only this account's jobs (None: every account's; the supervisor and metrics use that).
+    account: str | None = None
 
 
 @dataclass(frozen=True)

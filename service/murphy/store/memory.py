@@ -27,7 +27,8 @@ def _dump(record: JobRecord, version: int) -> str:
 def matches(q: JobQuery, r: JobRecord) -> bool:
     """``q``'s filters, with AWS semantics: *After* is strictly greater, *Before* strictly less."""
     return (
-        (q.name_contains is None or q.name_contains in r.name)
+        (q.account is None or r.account == q.account)
+        and (q.name_contains is None or q.name_contains in r.name)
         and (q.status_equals is None or r.status == q.status_equals)
         and (q.creation_time_after is None or r.creation_time > q.creation_time_after)
         and (q.creation_time_before is None or r.creation_time < q.creation_time_before)

@@ -247,6 +247,8 @@ class SqlJobStore(SqlEventsMixin, SqlKeysMixin):
 
     def query(self, q: JobQuery) -> list[JobRecord]:
         stmt = sa.select(_jobs.record, _jobs.version)
+        if q.account is not None:
+            stmt = stmt.where(_jobs.account == q.account)
         if q.name_contains is not None:
             stmt = stmt.where(self._contains(q.name_contains))
         if q.status_equals is not None:
