@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     #: How often dispatchers look at the outbox without a wake-up (events written by another
     #: process on the same database; in-process writes wake them at once).
     event_poll_interval_s: float = 0.5
+    #: Webhook/EventBridge targets allowed whatever the policy (murphy.events.targets): host
+    #: names, addresses or networks (``hooks.internal``, ``10.1.2.3``, ``169.254.0.0/16``).
+    event_target_allowlist: tuple[str, ...] = ()
     #: Fernet key that seals webhook secrets in the job store (murphy.events.sealing); unset:
     #: ``<data_dir>/secret.key``, created on first use. Processes sharing a database share it.
     secret_key: SecretStr | None = None
