@@ -281,3 +281,50 @@ def test_accounts_cannot_see_each_other(auth_server: tuple[MurphyServer, dict[st
     # Bob still sees and stops his own job, with his tags intact.
     assert b.list_tags(ResourceArn=arn)["Tags"] == [{"Key": "k", "Value": "v"}]
     b.stop_training_job(TrainingJobName="bobs")
+
+
+def rest(server: MurphyServer, key: dict[str, str], method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    data = b"" if body is None else json.dumps(body).encode()
+    request = AWSRequest(method=method, url=server.endpoint + path, data=data,
+                         headers={"Content-Type": "application/json"} if body is not None else {})
+    SigV4Auth(Credentials(key["AccessKeyId"], key["SecretAccessKey"]), "murphy", "us-east-1").add_auth(request)
+    req = urllib.request.Request(request.url, data=data or None, headers=dict(request.headers), method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            raw = r.read()
+            return r.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_events_and_subscriptions_are_per_account(auth_server: tuple[MurphyServer, dict[str, str]]) -> None:
+    server, key_a = auth_server
+    key_b = keys(server.data_dir, "create", "--account", "222222222222", "--name", "bob")["AccessKey"]
+    sub = {"name": "bobs-hook", "pattern": {"source": ["aws.sagemaker"]},
+           "target": {"type": "webhook", "url": "http://127.0.0.1:9/hook"}}
+    status, created = rest(server, key_b, "POST", "/v1/subscriptions", sub)
+    assert status == 201 and created["account"] == "222222222222"
+    b = client(server, key_b["AccessKeyId"], key_b["SecretAccessKey"])
+    b.create_training_job(
+        TrainingJobName="bobs-events", RoleArn="arn:aws:iam::222222222222:role/r",
+        AlgorithmSpecification={"TrainingImage": "murphy/python:latest", "TrainingInputMode": "File"},
+        OutputDataConfig={"S3OutputPath": "s3://b/out"},
+        ResourceConfig={"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
+        StoppingCondition={"MaxRuntimeInSeconds": 600})
+    status, seen_b = rest(server, key_b, "GET", "/v1/events?after=0")
+    assert status == 200 and seen_b["events"], "bob sees his job's events"
+    assert {e["event"]["account"] for e in seen_b["events"]} == {"222222222222"}
+    # Alice: no events of bob's, no subscription of bob's, and bob's subscription is unknown to her.
+    assert rest(server, key_a, "GET", "/v1/events?after=0")[1]["events"] == []
+    assert rest(server, key_a, "GET", "/v1/subscriptions")[1] == {"subscriptions": []}
+    unknown = rest(server, key_a, "GET", "/v1/subscriptions/nobody")
+    assert unknown[0] == 404
+    for method, path in (("GET", "/v1/subscriptions/bobs-hook"), ("DELETE", "/v1/subscriptions/bobs-hook"),
+                         ("GET", "/v1/subscriptions/bobs-hook/dead-letters")):
+        status, body = rest(server, key_a, method, path)
+        assert (status, body["__type"]) == (unknown[0], unknown[1]["__type"]), path
+        assert body["message"] == unknown[1]["message"].replace("nobody", "bobs-hook")
+    status, body = rest(server, key_a, "POST", "/v1/subscriptions/bobs-hook/redrive", {})
+    assert status == 404
+    assert rest(server, key_a, "GET", "/v1/dead-letters")[1] == {"dead_letters": []}
+    assert [s["name"] for s in rest(server, key_b, "GET", "/v1/subscriptions")[1]["subscriptions"]] == ["bobs-hook"]
