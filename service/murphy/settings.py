@@ -67,6 +67,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1_048_576
     #: A client that stops sending its body mid-way gets a 408 after this long (seconds).
     body_read_timeout_s: float = 30.0
+    #: A connection whose request headers are not complete this long after it opened (or after
+    #: its previous response) gets a 408 and is closed (slow loris; ``murphy server`` only).
+    header_timeout_s: float = 10.0
+    #: Request headers beyond this many bytes (names + values) or ``max_headers`` fields get a 431.
+    max_header_bytes: int = 16384
+    max_headers: int = 128
 
     # --- authentication (murphy.auth; docs/security.md) ---
     #: ``sigv4``: every request must be signed with a murphy access key (``murphy keys create``).

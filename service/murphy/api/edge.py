@@ -46,6 +46,10 @@ class RequestTimeout(ServiceError):
     http_status = 408
 
 
+class RequestHeaderFieldsTooLarge(ServiceError):
+    http_status = 431
+
+
 def wire_service(target: str | None) -> tuple[frozenset[str], str | None]:
     """Services a wire request may be signed for, and the IAM-style action it calls."""
     prefix, _, op = (target or "").partition(".")
@@ -77,12 +81,18 @@ class EdgeMiddleware:
             return
         wire = scope["path"] == "/" and scope["method"] == "POST"
         headers: dict[str, list[str]] = {}
+        size = 0
         for name, value in scope["headers"]:
+            size += len(name) + len(value)
             headers.setdefault(name.decode("latin-1"), []).append(value.decode("latin-1"))
         try:
             body = await self._read_body(receive, headers)
             if body is None:
                 return  # the client left
+            if size > self.settings.max_header_bytes or len(scope["headers"]) > self.settings.max_headers:
+                raise RequestHeaderFieldsTooLarge(
+                    f"The request headers ({len(scope['headers'])} fields, {size} bytes) exceed the limit of "
+                    f"{self.settings.max_headers} fields and {self.settings.max_header_bytes} bytes.")
             if self.verifier is not None and scope["path"] not in self.public:
                 principal = await self._authenticate(scope, headers, body, wire)
                 scope.setdefault("state", {})["principal"] = principal

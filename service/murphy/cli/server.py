@@ -72,6 +72,48 @@ def refusal(settings: Any) -> str | None:
     return None
 
 
+def header_timeout_protocol(seconds: float) -> Any:
+    """uvicorn's h11 protocol with a deadline for a request's headers: a client that opens a
+    connection (or finishes a response) and then sends its headers slower than ``seconds``
+    (slow loris) gets a 408 and a closed connection. uvicorn alone waits for ever; the body
+    has its own deadline in :mod:`murphy.api.edge`."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    timeout_408 = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+
+    class Protocol(H11Protocol):
+        _header_timer: Any = None
+        _armed_for: Any = None
+
+        def _arm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            self._armed_for = self.cycle  # a request whose headers complete makes a new cycle
+            self._header_timer = self.loop.call_later(seconds, self._headers_late)
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if self.cycle is self._armed_for and not self.transport.is_closing():
+                self.transport.write(timeout_408)
+                self.transport.close()
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            super().connection_lost(exc)
+
+    return Protocol
+
+
 def cmd_server(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -101,7 +143,11 @@ def cmd_server(args: argparse.Namespace) -> int:
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=args.log_level,
                                 access_log=False, timeout_graceful_shutdown=5,
                                 ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
-                                timeout_keep_alive=args.keep_alive_timeout)
+                                timeout_keep_alive=args.keep_alive_timeout,
+                                http=header_timeout_protocol(settings.header_timeout_s),
+                                # h11 answers a plain-text 400 past this; the edge's own, smaller
+                                # limit answers first with an AWS-shaped error.
+                                h11_max_incomplete_event_size=4 * settings.max_header_bytes)
         _server_class()(config, on_exit=app.state.events.close_streams).run()
     finally:
         plane.close()
