@@ -9,6 +9,7 @@ import socket
 import time
 
 import pytest
+
 from murphy_server import MakeServer, MurphyServer
 
 SIX_MIB = 6 * 1024 * 1024

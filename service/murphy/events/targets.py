@@ -30,7 +30,11 @@ _METADATA = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80:
 
 
 class TargetRefused(ValidationException):
-    """A target URL or address the policy does not allow."""
+    """A target URL or address the policy does not allow (a ValidationException on the wire)."""
+
+    @property
+    def code(self) -> str:
+        return "ValidationException"
 
 
 def _allowed(host: str, address: IPAddress | None, settings: Settings) -> bool:

@@ -78,7 +78,7 @@ def test_the_bus_refuses_at_subscription_time(tmp_path: Path) -> None:
 class _Receiver(http.server.BaseHTTPRequestHandler):
     hits: list[str] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
         _Receiver.hits.append(self.path)
         if self.path == "/redirect":
