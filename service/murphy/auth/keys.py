@@ -29,6 +29,7 @@ _ID_ALPHABET = string.ascii_uppercase + "234567"
 _SECRET_ALPHABET = string.ascii_letters + string.digits + "+/"
 _ACCOUNT = re.compile(r"\d{12}")
 _NAME = re.compile(r"[\w+=,.@-]{1,64}")
+_GIVEN_ID = re.compile(r"[A-Za-z0-9]{16,128}")
 #: Temporary credentials: AWS STS's bounds for GetSessionToken.
 MIN_SESSION_S, MAX_SESSION_S = 900, 129600
 
@@ -72,10 +73,11 @@ class KeyRing:
         self._clock = clock
 
     def _new(self, prefix: str, account: str, name: str, actions: tuple[str, ...] | None,
-             token: str | None, expires_at: float | None) -> tuple[AccessKey, str]:
-        secret = "".join(secrets.choice(_SECRET_ALPHABET) for _ in range(40))
+             token: str | None, expires_at: float | None, given: tuple[str, str] | None = None) -> tuple[AccessKey, str]:
+        akid, secret = given or (prefix + "".join(secrets.choice(_ID_ALPHABET) for _ in range(16)),
+                                 "".join(secrets.choice(_SECRET_ALPHABET) for _ in range(40)))
         key = AccessKey(
-            access_key_id=prefix + "".join(secrets.choice(_ID_ALPHABET) for _ in range(16)),
+            access_key_id=akid,
             account=account, name=name, sealed_secret=sealing.seal(secret, self.settings), status="Active",
             created_at=self._clock(), session_token_sha256=None if token is None else token_sha256(token),
             expires_at=expires_at, actions=actions,
@@ -83,11 +85,16 @@ class KeyRing:
         self.store.create_access_key(key)
         return key, secret
 
-    def create(self, account: str, name: str = "default", actions: tuple[str, ...] | None = None) -> dict[str, Any]:
+    def create(self, account: str, name: str = "default", actions: tuple[str, ...] | None = None,
+               given: tuple[str, str] | None = None) -> dict[str, Any]:
         """A new long-term key; the answer is ``aws iam create-access-key``'s (the only time the
-        secret is shown)."""
+        secret is shown). ``given``: (id, secret) chosen by the caller instead of generated (a
+        deployment that hands its clients one credential for S3 and murphy, e.g. ``make up``)."""
         _check(account, name)
-        key, secret = self._new("AKIA", account, name, actions, None, None)
+        if given is not None and not (_GIVEN_ID.fullmatch(given[0]) and 16 <= len(given[1]) <= 128):
+            raise ValidationException("A given access key id must be 16-128 letters and digits, its secret "
+                                      "16-128 characters.")
+        key, secret = self._new("AKIA", account, name, actions, None, None, given)
         return {"AccessKey": {"UserName": name, "AccessKeyId": key.access_key_id, "Status": key.status,
                               "SecretAccessKey": secret, "CreateDate": iso(key.created_at), "Account": account}}
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
+
+#: ``create --from-env``: the id and secret to store (environment, not argv, which ``ps`` shows).
+ID_ENV, SECRET_ENV = "MURPHY_NEW_ACCESS_KEY_ID", "MURPHY_NEW_SECRET_ACCESS_KEY"
 
 
 def _ring(args: argparse.Namespace) -> Any:
@@ -36,7 +40,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
     ring = _ring(args)
     try:
         if args.action == "create":
-            out: Any = ring.create(args.account, args.name or "default", _actions(args.actions))
+            given = None
+            if args.from_env:
+                given = (os.environ.get(ID_ENV, ""), os.environ.get(SECRET_ENV, ""))
+                if args.exist_ok and given[0] in {k["AccessKeyId"] for k in ring.list()["AccessKeyMetadata"]}:
+                    return 0
+            out: Any = ring.create(args.account, args.name or "default", _actions(args.actions), given)
         elif args.action == "session":
             out = ring.create_session(args.account, args.name or "session", args.duration_seconds, _actions(args.actions))
         elif args.action == "list":
@@ -69,6 +78,9 @@ def add_parser(sub: Any) -> None:
         q.add_argument("--name", help="a name for the key (its IAM-style user name)")
         q.add_argument("--actions", help="comma-separated actions it may call, e.g. 'sagemaker:Describe*,logs:*' "
                                          "(default: all)")
+    c.add_argument("--from-env", action="store_true",
+                   help=f"store the key in ${ID_ENV} / ${SECRET_ENV} instead of generating one")
+    c.add_argument("--exist-ok", action="store_true", help="with --from-env: nothing to do if that id exists")
     s.add_argument("--duration-seconds", type=int, default=43200, help="lifetime (900..129600, default 43200)")
     lst = ks.add_parser("list", help="every key, without secrets (aws iam list-access-keys)")
     lst.add_argument("--account", help="only this account's keys")
