@@ -142,8 +142,8 @@ def _timestamp(amz_date: str | None, date: str | None, shown: str) -> tuple[str,
         if parsed is None:
             raise IncompleteSignatureException(f"Date must be an RFC 1123 date. Got '{date[:64]}'.")
         # "-0000" (what Python's formatdate writes) parses as naive: it is UTC.
-        when = parsed.replace(tzinfo=dt.timezone.utc) if parsed.tzinfo is None else parsed.astimezone(dt.timezone.utc)
-        return when.strftime(TIMESTAMP), int(when.timestamp())
+        utc = parsed.replace(tzinfo=dt.timezone.utc) if parsed.tzinfo is None else parsed.astimezone(dt.timezone.utc)
+        return utc.strftime(TIMESTAMP), int(utc.timestamp())
     raise _incomplete(["Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."], shown)
 
 
