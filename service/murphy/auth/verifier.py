@@ -90,7 +90,7 @@ class Verifier:
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, ResolvedKey]] = {}
         self._signing: dict[tuple[str, str, str, str], bytes] = {}
-        self._principals: dict[tuple[ResolvedKey, str], Principal] = {}
+        self._principals: dict[tuple[str, str], Principal] = {}
 
     # --- step 1: what the request claims ----------------------------------------------------------
 
@@ -148,13 +148,13 @@ class Verifier:
         expected = sigv4.signature(self._signing_key(key, claim), sigv4.string_to_sign(claim, canonical))
         if not hmac.compare_digest(expected.encode(), claim.signature.encode()):
             raise InvalidSignatureException(BAD_SIGNATURE)
-        found = self._principals.get((key, claim.region))
-        if found is None:
+        found = self._principals.get((key.access_key_id, claim.region))
+        if found is None or found.account != key.account or found.actions != key.actions:
             found = Principal(key.access_key_id, key.account, key.name, claim.region, key.actions)
             with self._lock:
                 if len(self._principals) >= _SIGNING_KEYS_MAX:
                     self._principals.clear()
-                self._principals[(key, claim.region)] = found
+                self._principals[(key.access_key_id, claim.region)] = found
         return found
 
     def _check_token(self, claim: sigv4.Claim, key: ResolvedKey, now: float) -> None:
