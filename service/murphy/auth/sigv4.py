@@ -156,9 +156,9 @@ def parse_header(authorization: str, amz_date: str | None, date: str | None,
     if fast is not None and (amz_date is not None or date is not None):
         # What every AWS SDK sends; the general parser below explains anything else.
         akid, scope_date, region, service = _parse_credential(fast.group(1))
-        stamp = _timestamp(amz_date, date, authorization)
+        timestamp, when = _timestamp(amz_date, date, authorization)
         return Claim(akid, scope_date, region, service, _signed_headers(fast.group(2)), fast.group(3),
-                     stamp[0], stamp[1], session_token)
+                     timestamp, when, session_token)
     algorithm, _, rest = authorization.strip().partition(" ")
     if algorithm != ALGORITHM:
         raise _incomplete([f"Unsupported AWS 'algorithm': '{algorithm[:64]}'; murphy verifies {ALGORITHM}."],
@@ -170,7 +170,7 @@ def parse_header(authorization: str, amz_date: str | None, date: str | None,
             params[key] = value
     missing = [f"Authorization header requires '{p}' parameter." for p in ("Credential", "Signature", "SignedHeaders")
                if not params.get(p)]
-    stamp = None
+    stamp: tuple[str, int] | None = None
     try:
         stamp = _timestamp(amz_date, date, authorization)
     except IncompleteSignatureException:
