@@ -22,8 +22,11 @@ clients' own botocore work, sharing the CPUs) turns requests around. ``--paced R
 where the same clients together send RATE requests/s, which shows the latency of a server that is
 not saturated.
 
+``--auth`` adds a third server, murphy with ``--auth sigv4`` (same jobs, its own store), and
+compares its describe/list throughput with murphy's without verification (issue 18: >= 90 %).
+
 usage: python benchmarks/api_load.py [--jobs 200] [--clients 50] [--seconds 5] [--store sqlite|memory]
-                                     [--paced 200] [--procs 1] [--no-supervisor]
+                                     [--paced 200] [--procs 1] [--no-supervisor] [--auth]
 """
 
 from __future__ import annotations
@@ -48,9 +51,12 @@ from _common import REPO, machine, table  # noqa: E402
 
 REGION = "us-west-2"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+#: endpoint -> (access key id, secret) for servers that verify signatures (set before forking).
+CREDENTIALS: dict[str, tuple[str, str]] = {}
+KEY_FILE = "bench-key.json"
 
 
-def serve_murphy(port: int, store_url: str, data_dir: str, supervisor: bool) -> None:
+def serve_murphy(port: int, store_url: str, data_dir: str, supervisor: bool, auth: bool = False) -> None:
     """The server process (``--serve-murphy``)."""
     import uvicorn
 
@@ -61,8 +67,13 @@ def serve_murphy(port: int, store_url: str, data_dir: str, supervisor: bool) -> 
     from murphy.settings import Settings
     from murphy.store import open_job_store
 
-    settings = Settings(data_dir=Path(data_dir), runtime="fake", port=port)
+    settings = Settings(data_dir=Path(data_dir), runtime="fake", port=port, auth="sigv4" if auth else "none")
     store = open_job_store(store_url)
+    if auth:
+        from murphy.auth.keys import KeyRing
+
+        key = KeyRing(store, settings).create("123456789012", "bench")  # type: ignore[arg-type]
+        (Path(data_dir) / KEY_FILE).write_text(json.dumps(key))
     runtime = FakeRuntime(exit_on_stop=True)
     service = JobService(store, runtime, settings)
     sup = Supervisor(store, runtime, settings)
@@ -102,6 +113,12 @@ def histogram_p99_ms(before: dict[float, float], after: dict[float, float]) -> f
     return float("inf")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (its threads included), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     import socket
 
@@ -113,8 +130,9 @@ def free_port() -> int:
 def client(url: str) -> Any:
     import boto3
 
+    akid, secret = CREDENTIALS.get(url, ("test", "test"))
     return boto3.session.Session().client("sagemaker", endpoint_url=url, region_name=REGION,
-                                          aws_access_key_id="test", aws_secret_access_key="test")
+                                          aws_access_key_id=akid, aws_secret_access_key=secret)
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -248,12 +266,14 @@ def main() -> None:
     ap.add_argument("--no-supervisor", action="store_true", help="run murphy's API without its supervisor loop")
     ap.add_argument("--procs", type=int, default=1,
                     help="client processes the clients are spread over (use more on machines with spare cores)")
-    ap.add_argument("--serve-murphy", nargs=4, metavar=("PORT", "STORE_URL", "DATA_DIR", "SUPERVISOR"),
+    ap.add_argument("--auth", action="store_true", help="also run murphy with --auth sigv4 and compare")
+    ap.add_argument("--auth-rounds", type=int, default=3, help="alternating sigv4/none runs per operation")
+    ap.add_argument("--serve-murphy", nargs=5, metavar=("PORT", "STORE_URL", "DATA_DIR", "SUPERVISOR", "AUTH"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_murphy:
-        port, url, data, sup = args.serve_murphy
-        serve_murphy(int(port), url, data, sup == "1")
+        port, url, data, sup, auth = args.serve_murphy
+        serve_murphy(int(port), url, data, sup == "1", auth == "1")
         return
 
     tmp = tempfile.mkdtemp(prefix="murphy-api-load-")
@@ -261,27 +281,49 @@ def main() -> None:
     m_port, t_port = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO / "service")}
     logs = [open(Path(tmp) / f"{n}.log", "wb") for n in ("murphy", "moto")]  # noqa: SIM115
+    sup_flag = "0" if args.no_supervisor else "1"
     murphy = subprocess.Popen(
-        [sys.executable, __file__, "--serve-murphy", str(m_port), store_url, tmp, "0" if args.no_supervisor else "1"],
+        [sys.executable, __file__, "--serve-murphy", str(m_port), store_url, tmp, sup_flag, "0"],
         stdout=logs[0], stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    signed: subprocess.Popen[bytes] | None = None
+    if args.auth:
+        a_port, a_dir = free_port(), Path(tmp) / "sigv4"
+        a_dir.mkdir()
+        a_store = "memory://" if args.store == "memory" else f"sqlite:///{a_dir}/murphy.db"
+        logs.append(open(Path(tmp) / "murphy-sigv4.log", "wb"))  # noqa: SIM115
+        signed = subprocess.Popen(
+            [sys.executable, __file__, "--serve-murphy", str(a_port), a_store, str(a_dir), sup_flag, "1"],
+            stdout=logs[-1], stderr=subprocess.STDOUT, env=env, start_new_session=True)
     moto_bin = Path(sys.executable).parent / "moto_server"
     moto = subprocess.Popen([str(moto_bin), "-H", "127.0.0.1", "-p", str(t_port)],
                             stdout=logs[1], stderr=subprocess.STDOUT, start_new_session=True)
     servers = {"murphy": f"http://127.0.0.1:{m_port}", "moto": f"http://127.0.0.1:{t_port}"}
+    procs = {"murphy": murphy, "moto": moto}
+    if signed is not None:
+        servers["murphy-sigv4"] = f"http://127.0.0.1:{a_port}"
+        procs["murphy-sigv4"] = signed
+    murphys = [n for n in servers if n.startswith("murphy")]
     try:
+        if signed is not None:
+            deadline = time.monotonic() + 60
+            while not (a_dir / KEY_FILE).exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            made = json.loads((a_dir / KEY_FILE).read_text())["AccessKey"]
+            CREDENTIALS[servers["murphy-sigv4"]] = (made["AccessKeyId"], made["SecretAccessKey"])
         for name, url in servers.items():
-            wait_ready(url, murphy if name == "murphy" else moto)
+            wait_ready(url, procs[name])
         names = [f"bench-{i:04d}" for i in range(args.jobs)]
         for url in servers.values():
             sm = client(url)
             for n in names:
                 sm.create_training_job(**job_request(n))
-        sm = client(servers["murphy"])
-        for n in names[args.active:]:
-            sm.stop_training_job(TrainingJobName=n)
-        for n in names[args.active:]:
-            while sm.describe_training_job(TrainingJobName=n)["TrainingJobStatus"] != "Stopped":
-                time.sleep(0.05)
+        for mname in murphys:
+            sm = client(servers[mname])
+            for n in names[args.active:]:
+                sm.stop_training_job(TrainingJobName=n)
+            for n in names[args.active:] if not args.no_supervisor else ():  # nothing stops them without it
+                while sm.describe_training_job(TrainingJobName=n)["TrainingJobStatus"] != "Stopped":
+                    time.sleep(0.05)
         with urllib.request.urlopen(servers["murphy"] + "/healthz", timeout=5) as r:
             assert json.loads(r.read())["status"] == "ok"
         results: dict[str, dict[str, Any]] = {}
@@ -290,13 +332,30 @@ def main() -> None:
             for name, url in servers.items():
                 key = f"{op}{'@' + str(int(rate)) if rate else ''}/{name}"
                 before = server_histogram(url, op) if name == "murphy" else None
+                if name == "murphy-sigv4":
+                    continue  # measured below, alternating with murphy without auth
                 results[key] = load(url, op, names, args.clients, args.seconds, rate, args.procs)
                 if before is not None:
                     results[key]["server_p99_ms"] = histogram_p99_ms(before, server_histogram(url, op))
                 print(f"  {key}: {results[key]}", file=sys.stderr, flush=True)
+        # On a shared machine one run can be slowed by anything; sigv4 and none alternate for
+        # --auth-rounds rounds per operation and the medians are compared.
+        auth_runs: dict[str, list[float]] = {}
+        for op in ("describe", "list") if args.auth else ():
+            for r in range(args.auth_rounds):
+                for name in ("murphy-sigv4", "murphy") if r % 2 else ("murphy", "murphy-sigv4"):
+                    cpu0 = cpu_seconds(procs[name].pid)
+                    got = load(servers[name], op, names, args.clients, args.seconds, None, args.procs)
+                    cpu = (cpu_seconds(procs[name].pid) - cpu0) / got["requests"] * 1e6
+                    auth_runs.setdefault(f"{op}/{name}", []).append(got["rps"])
+                    auth_runs.setdefault(f"{op}/{name}/cpu", []).append(cpu)
+                    if got["errors"]:
+                        sys.exit(f"{op} on {name}: {got['errors']} errors")
+                    print(f"  {op}/{name} round {r}: {got['rps']:.0f} req/s, {cpu:.0f} us CPU/request",
+                          file=sys.stderr, flush=True)
     finally:
-        for p in (murphy, moto):
-            stop(p)
+        for proc in procs.values():
+            stop(proc)
         for f in logs:
             f.close()
 
@@ -324,6 +383,38 @@ def main() -> None:
         ("murphy list throughput >= moto", results["list/murphy"]["rps"] >= results["list/moto"]["rps"],
          f"{results['list/murphy']['rps']:.0f} vs {results['list/moto']['rps']:.0f} req/s"),
     ]
+    if args.auth:
+        import statistics
+
+        auth_rows, ratios, capacity = [], {}, {}
+        med = statistics.median
+        for op in ("describe", "list"):
+            on, off = auth_runs[f"{op}/murphy-sigv4"], auth_runs[f"{op}/murphy"]
+            cpu_on, cpu_off = med(auth_runs[f"{op}/murphy-sigv4/cpu"]), med(auth_runs[f"{op}/murphy/cpu"])
+            ratios[op], capacity[op] = med(on) / med(off), cpu_off / cpu_on
+            auth_rows.append([op, f"{med(on):.0f}", f"{med(off):.0f}", f"{ratios[op]:.2f}",
+                              f"{cpu_on:.0f}", f"{cpu_off:.0f}", f"{capacity[op]:.2f}",
+                              " ".join(f"{x:.0f}" for x in on), " ".join(f"{x:.0f}" for x in off)])
+        print(f"\nSigV4 verification (--auth sigv4) vs none: medians of {args.auth_rounds} alternating runs; "
+              "server CPU per request from /proc (what bounds a saturated server's throughput)")
+        print(table(["operation", "sigv4 req/s", "none req/s", "ratio", "sigv4 CPU us/req", "none CPU us/req",
+                     "capacity ratio", "sigv4 runs", "none runs"], auth_rows))
+        from _asgi_cost import describe_cost_us
+
+        # The app alone, in this process, alternating: the verification's own share of a describe.
+        costs: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(3):
+            for auth in (False, True):
+                costs[auth].append(describe_cost_us(auth, n=3000, rounds=3))
+        app_off, app_on = min(costs[False]), min(costs[True])
+        print(f"in-process ASGI describe (best of 3x3 alternating runs): none {app_off:.0f} us, "
+              f"sigv4 {app_on:.0f} us, ratio {app_off / app_on:.2f}")
+        verdicts.append(("in-process describe with SigV4 >= 90 % of the throughput without", app_off / app_on >= 0.9,
+                         f"{app_off / app_on:.0%}"))
+        verdicts.append(("describe server capacity with SigV4 >= 90 % of without (CPU per request)",
+                         capacity["describe"] >= 0.9, f"{capacity['describe']:.0%}"))
+        ratio = ratios["describe"]
+        verdicts.append(("describe throughput with SigV4 >= 90 % of without", ratio >= 0.9, f"{ratio:.0%}"))
     if args.paced:
         p = results[f"describe@{int(args.paced)}/murphy"]
         verdicts.append((f"describe p99 <= 20 ms at {args.paced:g} req/s", p["p99_ms"] <= 20.0, f"{p['p99_ms']:.1f} ms"))

@@ -38,6 +38,8 @@ load_env() {
 }
 
 hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+# A Fernet key (32 random bytes, URL-safe base64): seals murphy's access keys at rest.
+fernet_key() { head -c 32 /dev/urandom | base64 | tr '+/' '-_'; }
 
 # The credentials: made on the first `make up`, kept until `make down PURGE=1`.
 ensure_credentials() {
@@ -50,6 +52,7 @@ ensure_credentials() {
                 echo "MURPHY_UP_S3_ACCESS_KEY=MURPHY$(hex 7 | tr a-f A-F)"
                 echo "MURPHY_UP_S3_SECRET_KEY=$(hex 20)"
                 echo "MURPHY_UP_DB_PASSWORD=$(hex 16)"
+                echo "MURPHY_UP_SECRET_KEY=$(fernet_key)"
                 # Volumes and containers are named after it: random, so neither another state dir
                 # nor a re-created one meets volumes made with other credentials.
                 echo "MURPHY_UP_PROJECT=murphy-$(hex 4)"
@@ -59,6 +62,10 @@ ensure_credentials() {
         say "generated credentials in $file"
     fi
     load_env "$file"
+    if [[ -z ${MURPHY_UP_SECRET_KEY:-} ]]; then  # a deployment from before auth: add its key
+        (umask 077; echo "MURPHY_UP_SECRET_KEY=$(fernet_key)" >>"$file")
+        load_env "$file"
+    fi
     (
         umask 077
         printf '{"identities": [{"name": "murphy", "credentials": [{"accessKey": "%s", "secretKey": "%s"}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}\n' \
@@ -101,6 +108,7 @@ MURPHY_UP_DOCKER_SOCKET=$(docker_socket)
 MURPHY_UP_S3_ACCESS_KEY=$MURPHY_UP_S3_ACCESS_KEY
 MURPHY_UP_S3_SECRET_KEY=$MURPHY_UP_S3_SECRET_KEY
 MURPHY_UP_DB_PASSWORD=$MURPHY_UP_DB_PASSWORD
+MURPHY_UP_SECRET_KEY=$MURPHY_UP_SECRET_KEY
 EOF
     )
     mv "$STATE/up.env.tmp" "$STATE/up.env"

@@ -118,10 +118,10 @@ start_murphy() {
     say "starting murphy on 127.0.0.1:$MURPHY_UP_PORT (runtime docker)"
     # The database URL carries the password: environment, not argv (which `ps` shows everyone).
     MURPHY_DATABASE_URL="postgresql+psycopg://murphy:$MURPHY_UP_DB_PASSWORD@127.0.0.1:$MURPHY_UP_DB_PORT/murphy" \
-        MURPHY_DEFAULT_REGION=$MURPHY_UP_REGION \
+        MURPHY_DEFAULT_REGION=$MURPHY_UP_REGION MURPHY_SECRET_KEY=$MURPHY_UP_SECRET_KEY \
         AWS_ACCESS_KEY_ID=$MURPHY_UP_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$MURPHY_UP_S3_SECRET_KEY \
         AWS_DEFAULT_REGION=$MURPHY_UP_REGION \
-        setsid "$VENV/bin/murphy" server --host 127.0.0.1 --port "$MURPHY_UP_PORT" --runtime docker \
+        setsid "$VENV/bin/murphy" server --host 127.0.0.1 --port "$MURPHY_UP_PORT" --runtime docker --auth sigv4 \
         --object-store s3 --s3-endpoint-url "http://127.0.0.1:$MURPHY_UP_S3_PORT" --data-dir "$MURPHY_UP_DATA_DIR" \
         >>"$STATE/logs/murphy.log" 2>&1 </dev/null &
     echo $! >"$STATE/murphy.pid"
@@ -149,6 +149,16 @@ processes_up() {
         || die "SeaweedFS does not serve the bucket $MURPHY_UP_BUCKET with the generated credentials"
 }
 
+# The API's access key (murphy server runs with --auth sigv4): the clients' one credential, the
+# same id and secret as S3's, so client.env serves boto3's S3 and SageMaker clients alike.
+ensure_api_key() {
+    MURPHY_DATABASE_URL="postgresql+psycopg://murphy:$MURPHY_UP_DB_PASSWORD@127.0.0.1:$MURPHY_UP_DB_PORT/murphy" \
+        MURPHY_SECRET_KEY=$MURPHY_UP_SECRET_KEY MURPHY_NEW_ACCESS_KEY_ID=$MURPHY_UP_S3_ACCESS_KEY \
+        MURPHY_NEW_SECRET_ACCESS_KEY=$MURPHY_UP_S3_SECRET_KEY \
+        "$VENV/bin/murphy" keys --data-dir "$MURPHY_UP_DATA_DIR" create --account 123456789012 --name make-up \
+        --from-env --exist-ok >/dev/null || die "could not create murphy's API access key"
+}
+
 # ---- main -------------------------------------------------------------------------------------
 
 report() {
@@ -158,6 +168,7 @@ murphy is $how ($MURPHY_UP_MODE mode; state in $STATE)
   SageMaker API   http://127.0.0.1:$MURPHY_UP_PORT   (runtime: docker; job store: PostgreSQL)
   S3 (SeaweedFS)  http://127.0.0.1:$MURPHY_UP_S3_PORT   bucket: $MURPHY_UP_BUCKET
   PostgreSQL      127.0.0.1:$MURPHY_UP_DB_PORT   database murphy, user murphy
+  API access key  $MURPHY_UP_S3_ACCESS_KEY (auth sigv4, account 123456789012; the secret is in client.env)
   credentials     $STATE/credentials.env
   client settings $STATE/client.env
   try it:  set -a; . $STATE/client.env; set +a; python -c "import boto3; print(boto3.client('sagemaker').list_training_jobs()['TrainingJobSummaries'])"
@@ -202,6 +213,7 @@ fi
 write_client_env
 
 if [[ $mode == compose ]]; then compose_up; else processes_up; fi
+ensure_api_key
 
 for image in "${JOB_IMAGES[@]}"; do
     docker image inspect "$image" >/dev/null 2>&1 \

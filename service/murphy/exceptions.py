@@ -352,6 +352,37 @@ class ServiceUnavailable(ServiceError):
     http_status = 503
 
 
+# --- authentication (murphy.auth): AWS's own codes; 400 on the wire, 403 on the REST mirror ----
+
+
+class AuthFailure(ServiceError):
+    """A request that is not signed as murphy's access keys require."""
+
+
+class MissingAuthenticationTokenException(AuthFailure):
+    pass
+
+
+class IncompleteSignatureException(AuthFailure):
+    pass
+
+
+class InvalidSignatureException(AuthFailure):
+    pass
+
+
+class UnrecognizedClientException(AuthFailure):
+    pass
+
+
+class ExpiredTokenException(AuthFailure):
+    pass
+
+
+class AccessDeniedException(AuthFailure):
+    pass
+
+
 # --- events (murphy.events and the store's outbox/subscription tables) -------------------------
 
 
@@ -368,6 +399,21 @@ class SubscriptionExists(StoreError):
     def __init__(self, name: str) -> None:
         super().__init__(f"an event subscription named {name} already exists")
         self.name = name
+
+
+class AccessKeyNotFound(StoreError, KeyError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"access key not found: {key}")
+        self.key = key
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class AccessKeyExists(StoreError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"an access key with id {key} already exists")
+        self.key = key
 
 
 class DeliveryError(MurphyError):

@@ -72,6 +72,25 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     max_body_bytes: int = 1_048_576
+    #: A client that stops sending its body mid-way gets a 408 after this long (seconds).
+    body_read_timeout_s: float = 30.0
+    #: A connection whose request headers are not complete this long after it opened (or after
+    #: its previous response) gets a 408 and is closed (slow loris; ``murphy server`` only).
+    header_timeout_s: float = 10.0
+    #: Request headers beyond this many bytes (names + values) or ``max_headers`` fields get a 431.
+    max_header_bytes: int = 16384
+    max_headers: int = 128
+
+    # --- authentication (murphy.auth; docs/security.md) ---
+    #: ``sigv4``: every request must be signed with a murphy access key (``murphy keys create``).
+    #: ``none``: nobody is checked; only allowed on a loopback ``host``.
+    auth: Literal["none", "sigv4"] = "none"
+    #: How far a request's X-Amz-Date may be from the server's clock (AWS: 5 minutes).
+    auth_clock_skew_s: float = 300.0
+    #: How long a verified key is remembered: disabling or deleting one takes up to this long.
+    auth_key_cache_s: float = 5.0
+    #: Paths answered without a signature (probes). Add ``/metrics`` for an unsigned scraper.
+    auth_public_paths: tuple[str, ...] = ("/healthz",)
 
     # --- events (murphy.events) ---
     #: Connect and read timeout of one webhook/EventBridge delivery attempt (seconds).
@@ -84,6 +103,9 @@ class Settings(BaseSettings):
     #: How often dispatchers look at the outbox without a wake-up (events written by another
     #: process on the same database; in-process writes wake them at once).
     event_poll_interval_s: float = 0.5
+    #: Webhook/EventBridge targets allowed whatever the policy (murphy.events.targets): host
+    #: names, addresses or networks (``hooks.internal``, ``10.1.2.3``, ``169.254.0.0/16``).
+    event_target_allowlist: tuple[str, ...] = ()
     #: Fernet key that seals webhook secrets in the job store (murphy.events.sealing); unset:
     #: ``<data_dir>/secret.key``, created on first use. Processes sharing a database share it.
     secret_key: SecretStr | None = None

@@ -311,7 +311,7 @@ def test_cli_dead_letters_and_redrive_of_an_always_failing_receiver(make_server:
     bad = murphy(server, "subscribe", "--name", "bad", "--webhook", "http://x/", "--pattern", '{"source":"x"}')
     assert bad.returncode == 1 and 'ValidationException: Event pattern field "source"' in bad.stderr
     assert "Traceback" not in bad.stderr
-    dup = murphy(server, "subscribe", "--name", "failing", "--webhook", "http://x/")
+    dup = murphy(server, "subscribe", "--name", "failing", "--webhook", "https://x/")
     assert dup.returncode == 1 and "already exists" in dup.stderr
     not_url = murphy(server, "subscribe", "--name", "x", "--webhook", "localhost:80")
     assert not_url.returncode == 1 and "must be an http:// or https:// URL" in not_url.stderr

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from murphy.api.edge import EdgeMiddleware
 from murphy.api.errors import error_response
 from murphy.api.events_routes import EventRoutes
 from murphy.api.metrics import ApiMetrics
@@ -26,6 +27,7 @@ from murphy.jobs.service import JobService
 from murphy.settings import Settings
 
 if TYPE_CHECKING:
+    from murphy.auth.verifier import Verifier
     from murphy.events.bus import EventBus
 
 _REQUEST_ID = b"x-amzn-RequestId"
@@ -85,8 +87,24 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     return error_response(ValidationException(f"Invalid request: {problems}"), media_type="application/json")
 
 
+def make_verifier(service: JobService, settings: Settings) -> Verifier | None:
+    """The SigV4 verifier over the job store's access keys, when ``settings.auth`` asks for one."""
+    if settings.auth != "sigv4":
+        return None
+    from murphy.auth.keys import KeyRing
+    from murphy.auth.verifier import Verifier
+    from murphy.store.base import AccessKeyStore
+
+    store = service.store
+    if not isinstance(store, AccessKeyStore):
+        raise TypeError(f"--auth sigv4 needs a job store that keeps access keys, not {type(store).__name__}")
+    return Verifier(KeyRing(store, settings), skew_s=settings.auth_clock_skew_s, cache_s=settings.auth_key_cache_s)
+
+
 def create_app(service: JobService, settings: Settings, bus: EventBus | None = None) -> FastAPI:
-    """``bus``: the plane's EventBus; without one the events routes answer 503."""
+    """``bus``: the plane's EventBus; without one the events routes answer 503. With
+    ``settings.auth == "sigv4"`` every route but ``settings.auth_public_paths`` needs a signature
+    (:mod:`murphy.api.edge`)."""
     metrics = ApiMetrics(service)
     app = FastAPI(
         title="murphy",
@@ -100,6 +118,8 @@ def create_app(service: JobService, settings: Settings, bus: EventBus | None = N
     app.state.events.register(app)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    # Inner to outer: the edge (body limits, SigV4) runs inside the request id, so its errors carry one.
+    app.add_middleware(EdgeMiddleware, settings=settings, verifier=make_verifier(service, settings))
     app.add_middleware(RequestIdMiddleware)
     app.state.metrics = metrics
     return app

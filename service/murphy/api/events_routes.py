@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from murphy.api.caller import caller_of
 from murphy.api.errors import as_service_error, error_response, rest_status
 from murphy.api.metrics import ApiMetrics
 from murphy.api.wire import decode_object, read_body, request_id
@@ -49,11 +50,19 @@ def iso(epoch: float) -> str:
 
 def subscription_json(sub: Subscription, *, with_secret: bool = False) -> dict[str, Any]:
     # The secret is shown once, in the creation response; listings only say that one is set.
-    target = {k: v for k, v in sub.target.items() if k != "secret"}
+    target = {k: v for k, v in sub.target.items() if k not in ("secret", "account")}
     if sub.target.get("secret"):
         target["secret"] = sub.target["secret"] if with_secret else "****"
-    return {"id": sub.id, "name": sub.name, "pattern": sub.pattern, "target": target,
-            "created_at": iso(sub.created_at)}
+    out = {"id": sub.id, "name": sub.name, "pattern": sub.pattern, "target": target,
+           "created_at": iso(sub.created_at)}
+    if sub.target.get("account"):
+        out["account"] = sub.target["account"]
+    return out
+
+
+def scoped(pattern: dict[str, Any] | None, account: str) -> dict[str, Any]:
+    """``pattern`` narrowed to ``account``'s events: nobody reads another account's."""
+    return {**(pattern or {}), "account": [account]}
 
 
 def dead_letter_json(d: DeadLetter) -> dict[str, Any]:
@@ -146,9 +155,20 @@ class EventRoutes:
         self.metrics.observe(label, time.perf_counter() - started, code)
         return response
 
-    async def _resolve(self, id_or_name: str) -> Subscription:
-        bus = self._bus()
-        found = [s for s in await run_in_threadpool(bus.list_subscriptions) if id_or_name in (s.id, s.name)]
+    def _account(self, request: Request) -> str:
+        return caller_of(request, self.settings).account
+
+    def _owned(self, sub: Subscription, account: str) -> bool:
+        # Subscriptions from before accounts belong to the default account.
+        return bool(sub.target.get("account", self.settings.default_account) == account)
+
+    async def _mine(self, request: Request) -> list[Subscription]:
+        account = self._account(request)
+        return [s for s in await run_in_threadpool(self._bus().list_subscriptions) if self._owned(s, account)]
+
+    async def _resolve(self, id_or_name: str, request: Request) -> Subscription:
+        # Another account's subscription is exactly as unknown as one that does not exist.
+        found = [s for s in await self._mine(request) if id_or_name in (s.id, s.name)]
         if not found:
             raise ResourceNotFound(f"No subscription with id or name '{id_or_name[:256]}'.")
         return found[0]
@@ -173,27 +193,28 @@ class EventRoutes:
             if start is not None and (not isinstance(start, int) or isinstance(start, bool) or start < 0):
                 raise ValidationException("'start_seq' must be an event sequence number >= 0 (0 = replay every stored event).")
             options = {} if start is None else {"start_seq": start}
-            sub = await run_in_threadpool(lambda: bus.create_subscription(name, pattern, target, **options))
+            account = self._account(request)
+            sub = await run_in_threadpool(
+                lambda: bus.create_subscription(name, pattern, target, account=account, **options))
             return subscription_json(sub, with_secret=True)
 
         return await self._run("rest.CreateSubscription", request, go, status=201)
 
     async def list_subscriptions(self, request: Request) -> Response:
         async def go() -> dict[str, Any]:
-            subs = await run_in_threadpool(self._bus().list_subscriptions)
-            return {"subscriptions": [subscription_json(s) for s in subs]}
+            return {"subscriptions": [subscription_json(s) for s in await self._mine(request)]}
 
         return await self._run("rest.ListSubscriptions", request, go)
 
     async def get(self, request: Request, id_or_name: str) -> Response:
         async def go() -> dict[str, Any]:
-            return subscription_json(await self._resolve(id_or_name))
+            return subscription_json(await self._resolve(id_or_name, request))
 
         return await self._run("rest.GetSubscription", request, go)
 
     async def delete(self, request: Request, id_or_name: str) -> Response:
         async def go() -> None:
-            sub = await self._resolve(id_or_name)
+            sub = await self._resolve(id_or_name, request)
             await run_in_threadpool(self._bus().delete_subscription, sub.id)
 
         return await self._run("rest.DeleteSubscription", request, go)
@@ -202,8 +223,9 @@ class EventRoutes:
 
     async def _dead_letters(self, request: Request, id_or_name: str | None) -> Response:
         async def go() -> dict[str, Any]:
-            sub_id = (await self._resolve(id_or_name)).id if id_or_name else None
-            letters = await run_in_threadpool(self._bus().dead_letters, sub_id)
+            sub_id = (await self._resolve(id_or_name, request)).id if id_or_name else None
+            mine = {s.id for s in await self._mine(request)}
+            letters = [d for d in await run_in_threadpool(self._bus().dead_letters, sub_id) if d.subscription_id in mine]
             return {"dead_letters": [dead_letter_json(d) for d in letters]}
 
         return await self._run("rest.ListDeadLetters", request, go)
@@ -221,7 +243,7 @@ class EventRoutes:
             if seqs is not None and (not isinstance(seqs, list) or
                                      not all(isinstance(s, int) and not isinstance(s, bool) for s in seqs)):
                 raise ValidationException("'seqs' must be a list of event sequence numbers (integers).")
-            sub = await self._resolve(id_or_name)
+            sub = await self._resolve(id_or_name, request)
             count = await run_in_threadpool(self._bus().redrive, sub.id, seqs)
             return {"subscription_id": sub.id, "redriven": count}
 
@@ -238,7 +260,7 @@ class EventRoutes:
             start, count = start or 0, 100 if count is None else count
             if not 1 <= count <= 1000:
                 raise ValidationException(f"'limit' must be between 1 and 1000, not {count}.")
-            checked = parse_pattern(pattern)
+            checked = scoped(parse_pattern(pattern), self._account(request))
             rows, end = await run_in_threadpool(
                 lambda: (bus.events_after(start, checked, count), bus.last_event_seq()))
             return {"events": [{"seq": seq, "event": event} for seq, event in rows], "last_seq": end}
@@ -251,7 +273,7 @@ class EventRoutes:
         started = time.perf_counter()
         try:
             bus = self._bus()
-            pattern = parse_pattern(request.query_params.get("pattern"))
+            pattern = scoped(parse_pattern(request.query_params.get("pattern")), self._account(request))
             header = request.headers.get("last-event-id")
             resume = parse_seq(header if header is not None else request.query_params.get("last_event_id"),
                                "Last-Event-ID")

@@ -44,7 +44,7 @@ def describe_log_streams(service: JobService, caller: Caller, body: dict[str, An
     order = req.orderBy or "LogStreamName"
     if order == "LastEventTime" and req.logStreamNamePrefix:
         raise InvalidParameterException("Cannot order by LastEventTime with a logStreamNamePrefix.")
-    streams = service.log_streams(group, req.logStreamNamePrefix or "")
+    streams = service.log_streams(group, req.logStreamNamePrefix or "", account=caller.account)
     if order == "LastEventTime":
         streams = sorted(streams, key=lambda s: (s.last_event_ms or 0, s.name))
     if req.descending:
@@ -78,15 +78,17 @@ class _Reader:
     events, never by arithmetic.
     """
 
-    def __init__(self, service: JobService, group: str, stream: str, start: int | None, end: int | None) -> None:
+    def __init__(self, service: JobService, group: str, stream: str, start: int | None, end: int | None,
+                 account: str | None = None) -> None:
         self.service = service
+        self.account = account
         self.group = group
         self.stream = stream
         self.start = start
         self.end = end
 
     def _read(self, cursor: int, limit: int) -> LogPage:
-        return self.service.get_log_events(self.group, self.stream, cursor, limit)
+        return self.service.get_log_events(self.group, self.stream, cursor, limit, account=self.account)
 
     def advance(self, cursor: int, k: int) -> int:
         """The cursor after ``k`` more events (or at the end of the stream)."""
@@ -175,7 +177,7 @@ def get_log_events(service: JobService, caller: Caller, body: dict[str, Any]) ->
     req = parse(GetLogEventsRequest, body, error=InvalidParameterException)
     group = _group(req.logGroupName, req.logGroupIdentifier)
     limit = req.limit or DEFAULT_EVENTS
-    reader = _Reader(service, group, req.logStreamName, req.startTime, req.endTime)
+    reader = _Reader(service, group, req.logStreamName, req.startTime, req.endTime, caller.account)
     if req.nextToken is None:
         if req.startFromHead:
             events, first, after = reader.forward(0, limit)

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from murphy.api import sagemaker_ops
-from murphy.api.caller import caller_from
+from murphy.api.caller import caller_of
 from murphy.api.errors import as_service_error, error_response, rest_status
 from murphy.api.metrics import ApiMetrics
 from murphy.api.sagemaker_ops import Operation
@@ -49,7 +49,7 @@ class RestRoutes:
                    *, inline: bool = False) -> Response:
         started = time.perf_counter()
         rid = request_id(request)
-        caller = caller_from(request.headers.get("authorization"), self.settings, rid)
+        caller = caller_of(request, self.settings)
         code = None
         try:
             # inline: see murphy.api.wire.INLINE

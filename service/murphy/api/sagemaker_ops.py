@@ -46,12 +46,12 @@ def create_training_job(service: JobService, caller: Caller, body: dict[str, Any
 
 def describe_training_job(service: JobService, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
     req = parse(DescribeTrainingJobRequest, body)
-    return service.describe_training_job(req.TrainingJobName)
+    return service.describe_training_job(req.TrainingJobName, account=caller.account)
 
 
 def stop_training_job(service: JobService, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
     req = parse(StopTrainingJobRequest, body)
-    service.stop_training_job(req.TrainingJobName)
+    service.stop_training_job(req.TrainingJobName, account=caller.account)
     return {}
 
 
@@ -78,6 +78,7 @@ def list_training_jobs(service: JobService, caller: Caller, body: dict[str, Any]
         sort_order=_SORT_ORDER[req.SortOrder or "Ascending"],
         offset=offset,
         limit=limit,
+        account=caller.account,
     )
     summaries, more = service.list_training_jobs(query)
     out: dict[str, Any] = {"TrainingJobSummaries": summaries}
@@ -88,7 +89,7 @@ def list_training_jobs(service: JobService, caller: Caller, body: dict[str, Any]
 
 def add_tags(service: JobService, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
     req = parse(AddTagsInput, body)
-    tags = service.add_tags(req.ResourceArn, [t.model_dump() for t in req.Tags])
+    tags = service.add_tags(req.ResourceArn, [t.model_dump() for t in req.Tags], account=caller.account)
     return {"Tags": tags}
 
 
@@ -97,7 +98,7 @@ def list_tags(service: JobService, caller: Caller, body: dict[str, Any]) -> dict
     scope = pagination.scope_of("ListTags", req.ResourceArn)
     offset = pagination.decode(req.NextToken, scope) if req.NextToken else 0
     limit = req.MaxResults or DEFAULT_TAGS_PAGE
-    tags = service.list_tags(req.ResourceArn)
+    tags = service.list_tags(req.ResourceArn, account=caller.account)
     out: dict[str, Any] = {"Tags": tags[offset:offset + limit]}
     if offset + limit < len(tags):
         out["NextToken"] = pagination.encode(offset + limit, scope)
@@ -106,7 +107,7 @@ def list_tags(service: JobService, caller: Caller, body: dict[str, Any]) -> dict
 
 def delete_tags(service: JobService, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
     req = parse(DeleteTagsInput, body)
-    service.delete_tags(req.ResourceArn, list(req.TagKeys))
+    service.delete_tags(req.ResourceArn, list(req.TagKeys), account=caller.account)
     return {}
 
 

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from murphy.api import logs_ops, sagemaker_ops
-from murphy.api.caller import caller_from
+from murphy.api.caller import caller_of
 from murphy.api.errors import AMZ_JSON, as_service_error, error_response
 from murphy.api.metrics import ApiMetrics
 from murphy.api.sagemaker_ops import Operation
@@ -121,7 +121,7 @@ class WireHandler:
             op = _operation(target)
             _check_content_type(request.headers.get("content-type"))
             body = decode_object(await read_body(request, self.settings.max_body_bytes))
-            caller = caller_from(request.headers.get("authorization"), self.settings, rid)
+            caller = caller_of(request, self.settings)
             if label in INLINE:
                 result = op(self.service, caller, body)
             else:

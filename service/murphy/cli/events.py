@@ -27,8 +27,10 @@ def _endpoint(args: argparse.Namespace) -> str:
 def _call(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     url = _endpoint(args) + path
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+    from murphy.events.signing import sign
+
+    headers = sign(method, url, {"Content-Type": "application/json", "Accept": "application/json"}, data or b"")
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=args.timeout) as response:
             raw = response.read()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from typing import Any
 
 
@@ -22,6 +23,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
             "runtime": args.runtime,
             "docker_host": args.docker_host,
             "docker_network": args.docker_network,
+            "auth": args.auth,
         }.items()
         if value is not None
     }
@@ -48,6 +50,70 @@ def _server_class() -> Any:
     return Server
 
 
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def refusal(settings: Any) -> str | None:
+    """Why the server must not start as configured (None: it may)."""
+    if settings.auth == "none" and not is_loopback(settings.host):
+        return (f"murphy server: refusing to listen on {settings.host} without authentication: anyone who can "
+                "reach it could run code in training jobs and read every job. Enable SigV4: create a key with "
+                "'murphy keys create --account 123456789012' (same --data-dir/--database-url), then start with "
+                f"'murphy server --auth sigv4 --host {settings.host}' (or MURPHY_AUTH=sigv4); see docs/security.md. "
+                "Without auth, bind 127.0.0.1.")
+    return None
+
+
+def header_timeout_protocol(seconds: float) -> Any:
+    """uvicorn's h11 protocol with a deadline for a request's headers: a client that opens a
+    connection (or finishes a response) and then sends its headers slower than ``seconds``
+    (slow loris) gets a 408 and a closed connection. uvicorn alone waits for ever; the body
+    has its own deadline in :mod:`murphy.api.edge`."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    timeout_408 = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+
+    class Protocol(H11Protocol):
+        _header_timer: Any = None
+        _armed_for: Any = None
+
+        def _arm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            self._armed_for = self.cycle  # a request whose headers complete makes a new cycle
+            self._header_timer = self.loop.call_later(seconds, self._headers_late)
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if self.cycle is self._armed_for and not self.transport.is_closing():
+                self.transport.write(timeout_408)
+                self.transport.close()
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            super().connection_lost(exc)
+
+    return Protocol
+
+
 def cmd_server(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -56,14 +122,32 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from_args(args)
+    problem = refusal(settings)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("murphy server: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
     plane = ControlPlane.from_settings(settings)
     plane.start()
     try:
         app = create_app(plane.service, settings, getattr(plane, "bus", None))
-        print(f"murphy server on http://{settings.host}:{settings.port} (data: {settings.data_dir}, "
-              f"store: {settings.resolved_database_url.split('@')[-1]}, runtime: {settings.runtime})", flush=True)
+        scheme = "https" if args.tls_cert else "http"
+        print(f"murphy server on {scheme}://{settings.host}:{settings.port} (data: {settings.data_dir}, "
+              f"store: {settings.resolved_database_url.split('@')[-1]}, runtime: {settings.runtime}, "
+              f"auth: {settings.auth})", flush=True)
+        if settings.auth == "sigv4" and not getattr(plane.store, "list_access_keys", list)():
+            print("murphy server: no access keys yet: every request is refused until you create one with "
+                  "'murphy keys create --account 123456789012'", flush=True)
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=args.log_level,
-                                access_log=False, timeout_graceful_shutdown=5)
+                                access_log=False, timeout_graceful_shutdown=5,
+                                ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
+                                timeout_keep_alive=args.keep_alive_timeout,
+                                http=header_timeout_protocol(settings.header_timeout_s),
+                                # h11 answers a plain-text 400 past this; the edge's own, smaller
+                                # limit answers first with an AWS-shaped error.
+                                h11_max_incomplete_event_size=4 * settings.max_header_bytes)
         _server_class()(config, on_exit=app.state.events.close_streams).run()
     finally:
         plane.close()
@@ -85,5 +169,12 @@ def add_parser(sub: Any) -> None:
                    help="containers' network (default none: the S3 endpoint only, through murphy's gateway)")
     p.add_argument("--no-stop-on-finding", action="store_true",
                    help="AWS semantics: a rule finding stops the job only through a StopTraining action")
+    p.add_argument("--auth", choices=["none", "sigv4"],
+                   help="sigv4: verify every request's AWS signature against murphy's access keys "
+                        "(murphy keys create); none (default) is only allowed on a loopback --host")
+    p.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (with --tls-key)")
+    p.add_argument("--tls-key", help="the certificate's PEM private key")
+    p.add_argument("--keep-alive-timeout", type=float, default=5.0,
+                   help="seconds an idle connection is kept open (default 5)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=cmd_server)

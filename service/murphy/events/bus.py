@@ -25,6 +25,7 @@ from typing import Any
 from murphy.events.dispatcher import CallbackWorker, SubscriptionWorker, Target, make_target
 from murphy.events.patterns import matches, validate_pattern
 from murphy.events.sealing import check_key, is_sealed, seal
+from murphy.events.targets import check_url
 from murphy.exceptions import (
     StoreError,
     SubscriptionExists,
@@ -136,9 +137,10 @@ class EventBus:
     # --- subscriptions --------------------------------------------------------------------------
 
     def create_subscription(self, name: str, pattern: dict[str, Any], target: dict[str, Any], *,
-                            start_seq: int | None = None) -> Subscription:
+                            start_seq: int | None = None, account: str | None = None) -> Subscription:
         """A new subscription, delivering from the outbox's current end (``start_seq``: after
-        that seq instead; 0 replays everything). Raises :class:`ValidationException`."""
+        that seq instead; 0 replays everything). ``account``: its owner, who gets only that
+        account's events (kept in the target as ``account``). Raises :class:`ValidationException`."""
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValidationException(
                 "Subscription name must be 1 to 64 characters of letters, digits, '.', '_' or '-'")
@@ -147,6 +149,8 @@ class EventBus:
         if start_seq is not None and (isinstance(start_seq, bool) or not isinstance(start_seq, int)
                                       or start_seq < 0):
             raise ValidationException("start_seq must be a non-negative integer")
+        if account is not None:
+            clean["account"] = account
         sub = Subscription(f"sub-{uuid.uuid4().hex[:20]}", name, checked, clean, self.clock())
         stored = self._with_sealed_secret(sub)
         try:
@@ -317,6 +321,7 @@ class EventBus:
                 secret = secrets.token_urlsafe(32)
             elif not isinstance(secret, str) or not 1 <= len(secret) <= 256:
                 raise ValidationException("target.secret must be a string of 1 to 256 characters")
+            check_url("target.url", url, self.settings)  # the policy last: the shape's errors first
             return {"type": "webhook", "url": url, "secret": secret}
         if kind == "eventbridge":
             _only(target, _EVENTBRIDGE_KEYS)
@@ -327,6 +332,8 @@ class EventBus:
                 raise ValidationException(f"target.region is not a region name: {region!r}")
             if not isinstance(bus, str) or not re.fullmatch(r"[A-Za-z0-9/._:-]{1,1600}", bus):
                 raise ValidationException(f"target.event_bus_name is not a bus name or ARN: {bus!r}")
+            if endpoint is not None:
+                check_url("target.endpoint_url", _http_url(endpoint, "target.endpoint_url"), self.settings)
             return {"type": "eventbridge",
                     "endpoint_url": None if endpoint is None else _http_url(endpoint, "target.endpoint_url"),
                     "region": region, "event_bus_name": bus}

@@ -30,6 +30,8 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from murphy.events.signing import query_string, sign
+
 log = logging.getLogger("murphy.events.client")
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
@@ -80,7 +82,7 @@ class StreamSubscription:
                  read_timeout_s: float = 60.0) -> None:
         self._url = _endpoint(endpoint)
         query = {"pattern": json.dumps(pattern, separators=(",", ":"))} if pattern else {}
-        self._path = f"{self._url.path.rstrip('/')}/v1/events/stream" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        self._path = f"{self._url.path.rstrip('/')}/v1/events/stream" + (f"?{query_string(query)}" if query else "")
         self._callback = callback
         self._last: int | None = last_event_id
         self._backoff = (backoff_base_s, backoff_cap_s)
@@ -136,7 +138,8 @@ class StreamSubscription:
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
         if self._last is not None:
             headers["Last-Event-ID"] = str(self._last)
-        conn.request("GET", self._path, headers=headers)
+        base = f"{self._url.scheme}://{self._url.netloc}"
+        conn.request("GET", self._path, headers=sign("GET", base + self._path, headers))
         with self._lock:
             # The response reads this socket even if the connection object lets go of it.
             self._sock = conn.sock

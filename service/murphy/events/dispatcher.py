@@ -41,15 +41,27 @@ class Target(Protocol):
     def close(self) -> None: ...
 
 
+def owns(target: dict[str, Any], event: dict[str, Any]) -> bool:
+    """Whether a subscription with ``target`` may see ``event``: its owner's account's events
+    only (subscriptions from before accounts, without an owner, see every event)."""
+    owner = target.get("account")
+    return owner is None or event.get("account") == owner
+
+
 def make_target(target: dict[str, Any], settings: Settings) -> Target:
     """The delivery adapter for a (validated) subscription target."""
     if target["type"] == "webhook":
         from murphy.events.sealing import unseal
+        from murphy.events.targets import check_peer
         from murphy.events.webhook import WebhookTarget
 
-        return WebhookTarget(target["url"], unseal(target["secret"], settings), settings.event_delivery_timeout_s)
+        return WebhookTarget(target["url"], unseal(target["secret"], settings), settings.event_delivery_timeout_s,
+                             check_peer=lambda url, peer: check_peer(url, peer, settings))
     from murphy.events.eventbridge import EventBridgeTarget
+    from murphy.events.targets import check_url
 
+    if target.get("endpoint_url"):  # again now: the name may resolve elsewhere than at creation
+        check_url("target.endpoint_url", target["endpoint_url"], settings)
     return EventBridgeTarget(target, settings.event_delivery_timeout_s)
 
 
@@ -169,7 +181,8 @@ class SubscriptionWorker(_Worker):
             for seq, event in batch:
                 if self._stop.is_set():
                     return False
-                if matches(self.sub.pattern, event) and self._deliver(target, seq, event) is None:
+                if (owns(self.sub.target, event) and matches(self.sub.pattern, event)
+                        and self._deliver(target, seq, event) is None):
                     return False
                 self._cursor = seq
         finally:

@@ -36,7 +36,8 @@ def _fernet(settings: Settings) -> MultiFernet:
     # Several keys, comma-separated, rotate: the first seals, any of them opens.
     keys = [k.strip() for k in given.split(",") if k.strip()] or [_key_file(settings.data_dir / KEY_FILE).strip()]
     try:
-        return MultiFernet([Fernet(k.encode("ascii")) for k in keys])
+        # Padding restored: shells' KEY=VALUE readers tend to drop a trailing "=".
+        return MultiFernet([Fernet((k + "=" * (-len(k) % 4)).encode("ascii")) for k in keys])
     except (ValueError, UnicodeEncodeError) as e:
         raise ValueError(
             "MURPHY_SECRET_KEY must be a Fernet key (or several, comma-separated, the newest first): "

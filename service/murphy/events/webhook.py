@@ -18,6 +18,7 @@ import json
 import socket
 import ssl
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from murphy.exceptions import DeliveryError
@@ -49,8 +50,13 @@ def encode(event: dict[str, Any]) -> bytes:
 class WebhookTarget:
     """POSTs events to one URL over a connection it keeps open between deliveries."""
 
-    def __init__(self, url: str, secret: str, timeout: float) -> None:
+    def __init__(self, url: str, secret: str, timeout: float,
+                 check_peer: Callable[[str, str], None] | None = None) -> None:
+        """``check_peer(url, address)``: raises if the address connected to is not allowed
+        (:func:`murphy.events.targets.check_peer`)."""
         parts = urllib.parse.urlsplit(url)
+        self._url = url
+        self._check_peer = check_peer
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url}")
         self._https = parts.scheme == "https"
@@ -120,6 +126,12 @@ class WebhookTarget:
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
         conn.connect()
+        if self._check_peer is not None:
+            try:
+                self._check_peer(self._url, str(conn.sock.getpeername()[0]))
+            except Exception as e:
+                conn.close()
+                raise DeliveryError(str(e)) from e
         # http.client writes the headers and the body in two sends: without TCP_NODELAY,
         # Nagle's algorithm holds the body back until the receiver's (delayed) ACK arrives.
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -113,17 +113,24 @@ class JobService:
         self.on_change()
         return arn
 
-    def _get(self, name: str) -> JobRecord:
+    def _get(self, name: str, account: str | None = None) -> JobRecord:
+        """The record; another account's job is exactly as missing as one that does not exist."""
         try:
-            return self.store.get(name)
+            record = self.store.get(name)
         except JobNotFound:
             raise ValidationException(NOT_FOUND) from None
+        if account is not None and record.account != account:
+            raise ValidationException(NOT_FOUND)
+        return record
 
-    def describe_training_job(self, name: str) -> dict[str, Any]:
-        return describe(self._get(name))
+    def describe_training_job(self, name: str, *, account: str | None = None) -> dict[str, Any]:
+        return describe(self._get(name, account))
 
-    def stop_training_job(self, name: str, reason: str = "Stopped by the user (StopTrainingJob)") -> None:
+    def stop_training_job(self, name: str, reason: str = "Stopped by the user (StopTrainingJob)", *,
+                          account: str | None = None) -> None:
         def change(rec: JobRecord) -> bool:
+            if account is not None and rec.account != account:
+                raise JobNotFound(name)
             if rec.is_terminal():
                 raise ValidationException(f"The request was rejected because the training job is in status {rec.status.value}.")
             return request_stop(rec, reason, self.clock(), secondary_message="Stopping the training job")
@@ -142,14 +149,15 @@ class JobService:
 
     # --- tags --------------------------------------------------------------------------------
 
-    def _by_arn(self, arn: str) -> JobRecord:
-        record = self._get(name_from_training_job_arn(arn))
+    def _by_arn(self, arn: str, account: str | None = None) -> JobRecord:
+        record = self._get(name_from_training_job_arn(arn), account)
         if record.arn != arn:
             raise ValidationException(NOT_FOUND)
         return record
 
-    def add_tags(self, resource_arn: str, tags: list[dict[str, str]]) -> list[dict[str, str]]:
-        name = self._by_arn(resource_arn).name
+    def add_tags(self, resource_arn: str, tags: list[dict[str, str]], *,
+                 account: str | None = None) -> list[dict[str, str]]:
+        name = self._by_arn(resource_arn, account).name
 
         def change(rec: JobRecord) -> bool:
             merged = {t["Key"]: t["Value"] for t in rec.tags}
@@ -162,11 +170,11 @@ class JobService:
         mutate(self.store, name, change)
         return [dict(t) for t in tags]
 
-    def list_tags(self, resource_arn: str) -> list[dict[str, str]]:
-        return [dict(t) for t in self._by_arn(resource_arn).tags]
+    def list_tags(self, resource_arn: str, *, account: str | None = None) -> list[dict[str, str]]:
+        return [dict(t) for t in self._by_arn(resource_arn, account).tags]
 
-    def delete_tags(self, resource_arn: str, keys: list[str]) -> None:
-        name = self._by_arn(resource_arn).name
+    def delete_tags(self, resource_arn: str, keys: list[str], *, account: str | None = None) -> None:
+        name = self._by_arn(resource_arn, account).name
 
         def change(rec: JobRecord) -> bool:
             kept = [t for t in rec.tags if t["Key"] not in set(keys)]
@@ -179,15 +187,15 @@ class JobService:
 
     # --- logs (CloudWatch Logs subset) ---------------------------------------------------------
 
-    def _streams(self, group: str, prefix: str) -> list[tuple[str, JobRecord, RuleState | None]]:
+    def _streams(self, group: str, prefix: str, account: str | None = None) -> list[tuple[str, JobRecord, RuleState | None]]:
         if group not in (TRAINING_LOG_GROUP, PROCESSING_LOG_GROUP):
             raise ResourceNotFoundException("The specified log group does not exist.")
         job_part = prefix.split("/", 1)[0]
         if group == TRAINING_LOG_GROUP:
-            candidates = self.store.query(JobQuery(name_contains=job_part or None))
+            candidates = self.store.query(JobQuery(name_contains=job_part or None, account=account))
         else:
             # A rule job's name starts with its training job's first 26 characters.
-            candidates = self.store.query(JobQuery(name_contains=job_part[:26].rstrip("-") or None))
+            candidates = self.store.query(JobQuery(name_contains=job_part[:26].rstrip("-") or None, account=account))
         out: list[tuple[str, JobRecord, RuleState | None]] = []
         for rec in candidates:
             epoch = int(rec.creation_time)
@@ -202,11 +210,13 @@ class JobService:
                 )
         return sorted((s for s in out if s[0].startswith(prefix)), key=lambda s: s[0])
 
-    def log_streams(self, group: str, prefix: str = "") -> list[LogStream]:
-        return [LogStream(name, int(rec.creation_time * 1000), None, None, 0) for name, rec, _ in self._streams(group, prefix)]
+    def log_streams(self, group: str, prefix: str = "", *, account: str | None = None) -> list[LogStream]:
+        return [LogStream(name, int(rec.creation_time * 1000), None, None, 0)
+                for name, rec, _ in self._streams(group, prefix, account)]
 
-    def get_log_events(self, group: str, stream: str, cursor: int = 0, limit: int = 10_000) -> LogPage:
-        for name, rec, rule in self._streams(group, stream.split("/", 1)[0]):
+    def get_log_events(self, group: str, stream: str, cursor: int = 0, limit: int = 10_000, *,
+                       account: str | None = None) -> LogPage:
+        for name, rec, rule in self._streams(group, stream.split("/", 1)[0], account):
             if name == stream:
                 handle = rule.handle if rule is not None else rec.training
                 assert handle is not None

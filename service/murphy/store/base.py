@@ -40,6 +40,8 @@ class JobQuery:
     sort_order: Literal["Ascending", "Descending"] = "Ascending"
     offset: int = 0
     limit: int | None = None
+    #: Only this account's jobs (None: every account's; the supervisor and metrics use that).
+    account: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,55 @@ class DeadLetter:
     attempts: int
     last_error: str
     failed_at: float
+
+
+@dataclass(frozen=True)
+class AccessKey:
+    """A murphy access key (``murphy.auth``): what a SigV4 signature is checked against."""
+
+    access_key_id: str
+    #: The 12-digit account every request signed with this key acts in.
+    account: str
+    name: str
+    #: The secret access key as stored: sealed (``murphy.events.sealing``), never in clear.
+    sealed_secret: str
+    status: Literal["Active", "Inactive"]
+    created_at: float
+    #: Temporary credentials: SHA-256 (hex) of the session token the request must carry, and
+    #: when the credentials stop working (epoch seconds).
+    session_token_sha256: str | None = None
+    expires_at: float | None = None
+    #: Actions the key may call (``sagemaker:CreateTrainingJob``, ``murphy:*`` ...); None: all.
+    actions: tuple[str, ...] | None = None
+
+
+@runtime_checkable
+class AccessKeyStore(Protocol):
+    """Access keys, in the job store's database (both stores implement it)."""
+
+    def create_access_key(self, key: AccessKey) -> None:
+        """Raises ``AccessKeyExists`` for a taken id."""
+        ...
+
+    def get_access_key(self, access_key_id: str) -> AccessKey:
+        """Raises ``AccessKeyNotFound``."""
+        ...
+
+    def list_access_keys(self, account: str | None = None) -> list[AccessKey]:
+        """Every key (of ``account``), oldest first."""
+        ...
+
+    def set_access_key_status(self, access_key_id: str, status: Literal["Active", "Inactive"]) -> None:
+        """Raises ``AccessKeyNotFound``."""
+        ...
+
+    def delete_access_key(self, access_key_id: str) -> None:
+        """Raises ``AccessKeyNotFound``."""
+        ...
+
+    def delete_expired_access_keys(self, before: float) -> int:
+        """Remove temporary keys that expired before ``before``; returns how many."""
+        ...
 
 
 @runtime_checkable

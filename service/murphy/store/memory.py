@@ -15,6 +15,7 @@ from murphy.exceptions import ConcurrentUpdate, JobExists, JobNotFound
 from murphy.jobs.model import TERMINAL_JOB, JobRecord, TrainingJobStatus
 from murphy.store.base import EventBuilder, EventListener, JobQuery
 from murphy.store.memory_events import MemoryEvents
+from murphy.store.memory_keys import MemoryKeys
 
 
 def _dump(record: JobRecord, version: int) -> str:
@@ -26,7 +27,8 @@ def _dump(record: JobRecord, version: int) -> str:
 def matches(q: JobQuery, r: JobRecord) -> bool:
     """``q``'s filters, with AWS semantics: *After* is strictly greater, *Before* strictly less."""
     return (
-        (q.name_contains is None or q.name_contains in r.name)
+        (q.account is None or r.account == q.account)
+        and (q.name_contains is None or q.name_contains in r.name)
         and (q.status_equals is None or r.status == q.status_equals)
         and (q.creation_time_after is None or r.creation_time > q.creation_time_after)
         and (q.creation_time_before is None or r.creation_time < q.creation_time_before)
@@ -52,11 +54,12 @@ def page(q: JobQuery, records: list[JobRecord]) -> list[JobRecord]:
     return hits[q.offset:end]
 
 
-class InMemoryJobStore(MemoryEvents):
+class InMemoryJobStore(MemoryEvents, MemoryKeys):
     """A thread-safe dict of JSON records with the same contract as the SQL store."""
 
     def __init__(self) -> None:
-        super().__init__()
+        MemoryEvents.__init__(self)
+        MemoryKeys.__init__(self)
         self._rows: dict[str, str] = {}
         self._lock = threading.Lock()
         self._builder: EventBuilder | None = None

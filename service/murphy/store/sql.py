@@ -46,6 +46,7 @@ from murphy.store.sql_events import (
     events_metadata,
 )
 from murphy.store.sql_events import DuplicateKey as _Duplicate
+from murphy.store.sql_keys import KEYS_SCHEMA_VERSION, SqlKeysMixin, keys_metadata
 
 #: Bump with a migration step in :meth:`SqlJobStore._create_schema`.
 SCHEMA_VERSION = 1
@@ -182,7 +183,7 @@ def _decode(text: str, version: int) -> JobRecord:
     return JobRecord.from_dict({**json.loads(text), "version": version})
 
 
-class SqlJobStore(SqlEventsMixin):
+class SqlJobStore(SqlEventsMixin, SqlKeysMixin):
     """A :class:`murphy.store.base.JobStore` in any SQLAlchemy database (SQLite, PostgreSQL)."""
 
     def __init__(self, url: str) -> None:
@@ -246,6 +247,8 @@ class SqlJobStore(SqlEventsMixin):
 
     def query(self, q: JobQuery) -> list[JobRecord]:
         stmt = sa.select(_jobs.record, _jobs.version)
+        if q.account is not None:
+            stmt = stmt.where(_jobs.account == q.account)
         if q.name_contains is not None:
             stmt = stmt.where(self._contains(q.name_contains))
         if q.status_equals is not None:
@@ -354,7 +357,9 @@ class SqlJobStore(SqlEventsMixin):
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_SCHEMA_LOCK)))
             metadata.create_all(conn)
             events_metadata.create_all(conn)
-            for component, known in (("jobs", SCHEMA_VERSION), ("events", EVENTS_SCHEMA_VERSION)):
+            keys_metadata.create_all(conn)
+            for component, known in (("jobs", SCHEMA_VERSION), ("events", EVENTS_SCHEMA_VERSION),
+                                     ("keys", KEYS_SCHEMA_VERSION)):
                 found = conn.execute(
                     sa.select(murphy_schema.c.version).where(murphy_schema.c.component == component)
                 ).scalar_one_or_none()

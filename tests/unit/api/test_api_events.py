@@ -112,7 +112,7 @@ def test_bad_input_is_a_400_saying_what_is_wrong(client: TestClient, body: dict[
 
 
 def test_duplicate_name_and_malformed_bodies(client: TestClient) -> None:
-    body = {"name": "dup", "pattern": {"source": ["aws.sagemaker"]}, "target": webhook("http://h/")}
+    body = {"name": "dup", "pattern": {"source": ["aws.sagemaker"]}, "target": webhook("https://h/")}
     assert client.post("/v1/subscriptions", json=body).status_code == 201
     r = client.post("/v1/subscriptions", json=body)
     assert (r.status_code, r.json()["message"]) == (400, "A subscription named dup already exists")
