@@ -64,7 +64,11 @@ def cmd_server(args: argparse.Namespace) -> int:
               f"store: {settings.resolved_database_url.split('@')[-1]}, runtime: {settings.runtime})", flush=True)
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=args.log_level,
                                 access_log=False, timeout_graceful_shutdown=5)
-        _server_class()(config, on_exit=app.state.events.close_streams).run()
+        def close_streams() -> None:
+            app.state.events.close_streams()
+            app.state.ui.close_streams()
+
+        _server_class()(config, on_exit=close_streams).run()
     finally:
         plane.close()
     return 0
