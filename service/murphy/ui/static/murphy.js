@@ -9,7 +9,7 @@
     if (v === null || v === undefined) return "";
     const n = Number(v);
     if (!Number.isFinite(n)) return String(n);
-    if (n !== 0 && (Math.abs(n) >= 1e5 || Math.abs(n) < 1e-3)) return n.toExponential(3);
+    if (n !== 0 && (Math.abs(n) >= 1e5 || Math.abs(n) < 1e-3)) return n.toExponential(2);
     return String(Math.round(n * 1e4) / 1e4);
   };
   M.esc = (s) => String(s === null || s === undefined ? "" : s).replace(/[&<>"']/g,
@@ -64,7 +64,7 @@
       const opts = {
         width: this.width, height: 220, title: this.title,
         scales: { x: { time: false }, y: { distr: this.log ? 3 : 1 } },
-        axes: [{}, { size: 70, values: (u, vals) => vals.map((v) => (v === null ? "" : M.fmt(v))) }],
+        axes: [{}, { size: 80, values: (u, vals) => vals.map((v) => (v === null ? "" : M.fmt(v))) }],
         series: [{ label: "step" },
           { label: "value", stroke: "#2563eb", width: 1.5, spanGaps: false, value: (u, v) => M.fmt(v) },
           { label: "min", stroke: "rgba(37,99,235,0.25)", width: 1, value: (u, v) => M.fmt(v) },
@@ -141,7 +141,8 @@
       if (!more.steps.length) return;
       for (const k of ["steps", "first", "last", "min", "max"]) doc[k] = doc[k].concat(more[k]);
       doc.nonfinite = mergeRuns(doc.nonfinite, more.nonfinite);
-      doc.points += more.points; doc.first_nonfinite_step = more.first_nonfinite_step;
+      doc.points += more.points;
+      for (const k of ["first_nonfinite_step", "total", "last_step", "ended"]) doc[k] = more[k];
       this.plot.setData(this._data(doc), true);
     }
     setZoom(x0, x1) { this.zoom = x0 === null ? null : [x0, x1]; return this.refresh(); }
