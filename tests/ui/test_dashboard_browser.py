@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from test_control_plane import EXPLODING, job_request, start_plane, watch  # noqa: E402
+from test_control_plane import EXPLODING, job_request, start_plane, watch
 
 DRIVER = Path(__file__).with_name("browser_driver.py")
 

@@ -12,6 +12,7 @@ were saved; charts then fetch ``series?after=``); ``/v1/ui/jobs/live`` sends ``j
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -55,6 +56,11 @@ def _int(raw: str | None, what: str, default: int | None = None) -> int | None:
         raise ValidationException(f"'{what}' must be an integer, not {raw!r}.") from None
 
 
+def _count(raw: str | None, what: str, default: int) -> int:
+    value = _int(raw, what)
+    return default if value is None else value
+
+
 class UiRoutes:
     def __init__(self, service: JobService, settings: Settings, metrics: ApiMetrics) -> None:
         self.service = service
@@ -92,7 +98,7 @@ class UiRoutes:
         try:
             try:
                 result = await run_in_threadpool(fn)
-            except (ValueError, SMDebugError) as e:  # bad regex, unknown tensor or step
+            except (ValueError, re.error, SMDebugError) as e:  # bad regex, unknown tensor or step
                 if isinstance(e, ValidationException):
                     raise
                 raise ValidationException(str(e) or type(e).__name__) from e
@@ -125,8 +131,7 @@ class UiRoutes:
             tensor = q.get("tensor")
             if not tensor:
                 raise ValidationException("'tensor' is required.")
-            px = _int(q.get("px"), "px", 1000)
-            assert px is not None
+            px = _count(q.get("px"), "px", 1000)
             return views.series_json(self._cache(self._record(name)), tensor, q.get("stat", "value"),
                                      _int(q.get("x0"), "x0"), _int(q.get("x1"), "x1"), px, _int(q.get("after"), "after"))
 
@@ -136,8 +141,7 @@ class UiRoutes:
         q = request.query_params
 
         def go() -> dict[str, Any]:
-            px = _int(q.get("px"), "px", 1000)
-            assert px is not None
+            px = _count(q.get("px"), "px", 1000)
             return views.reductions_json(self._cache(self._record(name)), q.get("tensor", ""),
                                          _int(q.get("x0"), "x0"), _int(q.get("x1"), "x1"), px)
 
@@ -150,13 +154,13 @@ class UiRoutes:
         q = request.query_params
         return await self._run("ui.Heatmap", request, lambda: views.heatmap_json(
             self._cache(self._record(name)), q.get("regex", "grad"), q.get("stat", "l2"),
-            _int(q.get("px"), "px", 400) or 400))
+            _count(q.get("px"), "px", 400)))
 
     async def histogram(self, request: Request, name: str) -> Response:
         q = request.query_params
         return await self._run("ui.Histogram", request, lambda: views.histogram_json(
-            self._cache(self._record(name)), q.get("tensor", ""), _int(q.get("bins"), "bins", 40) or 40,
-            _int(q.get("px"), "px", 200) or 200))
+            self._cache(self._record(name)), q.get("tensor", ""), _count(q.get("bins"), "bins", 40),
+            _count(q.get("px"), "px", 200)))
 
     async def step(self, request: Request, name: str, step: int) -> Response:
         return await self._run("ui.Step", request, lambda: views.step_json(self._cache(self._record(name)), step))
@@ -177,9 +181,8 @@ class UiRoutes:
 
     async def logs(self, request: Request, name: str) -> Response:
         """The training container's log lines from ``cursor`` (the live log view polls this)."""
-        cursor = _int(request.query_params.get("cursor"), "cursor", 0) or 0
-
         def go() -> dict[str, Any]:
+            cursor = _count(request.query_params.get("cursor"), "cursor", 0)
             record = self._record(name)
             if record.training is None:
                 return {"lines": [], "cursor": cursor}

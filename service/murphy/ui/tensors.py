@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from murphy.exceptions import MissingCollectionFiles, MurphyError, SMDebugError
+from murphy.exceptions import MissingCollectionFiles, MurphyError, SMDebugError, TensorUnavailable
 from murphy.trial import Trial, create_trial
 
 #: the per-step statistics kept for every tensor, in column order
@@ -129,11 +129,13 @@ class TensorCache:
         """``name``'s statistics, brought up to date with the trial's complete steps."""
         with self._lock:
             trial = self.trial()
+            if trial is None:  # nothing saved yet
+                return TensorSeries(name)
+            if not trial.has_tensor(name):
+                raise TensorUnavailable(name)
             s = self._series.get(name)
             if s is None:
                 s = self._series[name] = TensorSeries(name)
-            if trial is None or not trial.has_tensor(name):
-                return s
             tensor = trial.tensor(name)
             last = s.steps[-1] if s.steps else None
             for step in tensor.steps():

@@ -118,18 +118,18 @@ def histogram_json(cache: TensorCache, tensor: str, bins: int, px: int) -> dict[
         picked = s.steps[-1:]
     else:
         picked = [s.steps[round(i * (n - 1) / (px - 1))] for i in range(px)]
-    finite_lo = [v for v in s.column("min")[1].tolist() if math.isfinite(v)]
-    finite_hi = [v for v in s.column("max")[1].tolist() if math.isfinite(v)]
-    lo, hi = (min(finite_lo), max(finite_hi)) if finite_lo and finite_hi else (0.0, 1.0)
+    # The bins span the finite values of the steps shown (a step's min/max statistic is NaN as
+    # soon as one element is, so it cannot give the range).
+    arrays = [cache.value(tensor, st).astype(np.float64, copy=False).ravel() for st in picked]
+    finite = [a[np.isfinite(a)] for a in arrays]
+    nonempty = [f for f in finite if f.size]
+    lo = min(float(f.min()) for f in nonempty) if nonempty else 0.0
+    hi = max(float(f.max()) for f in nonempty) if nonempty else 1.0
     if hi <= lo:
         hi = lo + 1.0
-    counts, nans, infs = [], [], []
-    for step in picked:
-        v = cache.value(tensor, step).astype(np.float64, copy=False).ravel()
-        ok = np.isfinite(v)
-        counts.append(np.histogram(v[ok], bins=bins, range=(lo, hi))[0].tolist())
-        nans.append(int(np.count_nonzero(np.isnan(v))))
-        infs.append(int(np.count_nonzero(np.isinf(v))))
+    counts = [np.histogram(f, bins=bins, range=(lo, hi))[0].tolist() for f in finite]
+    nans = [int(np.count_nonzero(np.isnan(a))) for a in arrays]
+    infs = [int(np.count_nonzero(np.isinf(a))) for a in arrays]
     return {"tensor": tensor, "steps": picked, "edges": np.linspace(lo, hi, bins + 1).tolist(),
             "counts": counts, "nan": nans, "inf": infs}
 
