@@ -1,6 +1,7 @@
 """The ``murphy`` command line: ``server`` (the control plane), ``jobs`` (list, describe, stop,
 logs), ``events`` (subscriptions, dead letters, tail), ``trial`` (inspect saved tensors),
-``rule-eval`` (one rule container, see ``rule_containers/README.md``) and ``version``."""
+``tensorboard export``, ``rule-eval`` (one rule container, see ``rule_containers/README.md``) and
+``version``."""
 
 from __future__ import annotations
 
@@ -43,13 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rule_eval(argv[1:])
     parser = argparse.ArgumentParser(prog="murphy", description="Watch training jobs, stop them when they go wrong.")
     sub = parser.add_subparsers(dest="command", required=True)
-    from murphy.cli import events, jobs, server
+    from murphy.cli import events, jobs, server, tensorboard
     from murphy.cli import run as run_command
 
     server.add_parser(sub)
     jobs.add_parser(sub)
     events.add_parser(sub)
     run_command.add_parser(sub)
+    tensorboard.add_parser(sub)
     p = sub.add_parser("trial", help="summarise the tensors saved under a path or s3:// URI")
     p.add_argument("path")
     p.add_argument("--regex", help="only tensors matching this regex")
