@@ -86,3 +86,26 @@ def test_export_is_incremental_with_one_run_per_mode(tb_python: str, tmp_path: P
     assert [s for s, _ in runs["EVAL"]["scalars"]["losses/loss"]] == [1, 3]
     assert runs["TRAIN"]["histograms"]["weights/w"][-1][1:] == [6.0, 0.0, 25.0, 6.0]
     assert len(list((logdir / "TRAIN").glob("*tfevents*"))) == 2
+
+
+@pytest.mark.slow
+def test_tensorboard_output_config_end_to_end(tb_python: str, request: pytest.FixtureRequest, make_server: Any,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job with TensorBoardOutputConfig: the hook writes LocalPath, the container uploads it
+    to <S3OutputPath>/<job>/tensorboard-output (here the server's local buckets)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+    from test_control_plane import EXPLODING, job_request, start_plane, watch
+
+    server = start_plane(request, make_server, monkeypatch, "process", "local")
+    client = server.client()
+    body = job_request("seed-tb", "murphy-e2e", EXPLODING,
+                       TensorBoardOutputConfig={"S3OutputPath": "s3://murphy-e2e/tb"})
+    client.create_training_job(**body)
+    job, _ = watch(client, "seed-tb")
+    assert job["TrainingJobStatus"] == "Stopped" and job["TensorBoardOutputConfig"]["S3OutputPath"] == "s3://murphy-e2e/tb"
+    logdir = server.data_dir / "buckets" / "murphy-e2e" / "tb" / "seed-tb" / "tensorboard-output"
+    runs = read(tb_python, logdir)
+    assert list(runs) == ["GLOBAL"], (runs, server.log()[-3000:])
+    loss = runs["GLOBAL"]["scalars"]["losses/MSELoss_output_0"]
+    assert loss[0][0] == 0 and loss[2] == [2, "NaN"]
+    assert "weights/LinearRegression_weight" in runs["GLOBAL"]["histograms"]
