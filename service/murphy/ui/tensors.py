@@ -11,6 +11,7 @@ Steps are global steps (``ModeKeys.GLOBAL``), as the rules report them.
 
 from __future__ import annotations
 
+import bisect
 import io
 import math
 import re
@@ -137,10 +138,8 @@ class TensorCache:
             if s is None:
                 s = self._series[name] = TensorSeries(name)
             tensor = trial.tensor(name)
-            last = s.steps[-1] if s.steps else None
-            for step in tensor.steps():
-                if last is not None and step <= last:
-                    continue
+            steps = tensor.steps()
+            for step in steps[bisect.bisect_right(steps, s.steps[-1]) if s.steps else 0:]:
                 stats, shape, dtype = self._read(tensor, step)
                 s.steps.append(step)
                 for col, v in zip(s.cols, stats, strict=False):

@@ -95,11 +95,19 @@ def heatmap_json(cache: TensorCache, regex: str, stat: str, px: int) -> dict[str
     for s in series:
         steps, vals = s.column(stat)
         cells: list[float | str | None] = [None] * nb
-        ids = np.minimum(((steps - lo) / width).astype(np.int64), nb - 1)
-        for b in np.unique(ids).tolist():
-            v = vals[ids == b]
-            bad = v[~np.isfinite(v)]
-            cells[b] = encode(bad[0] if bad.size else float(np.max(np.abs(v))))
+        if len(steps):
+            ids = np.minimum(((steps - lo) / width).astype(np.int64), nb - 1)
+            starts = np.concatenate(([0], np.flatnonzero(np.diff(ids)) + 1))
+            finite = np.isfinite(vals)
+            peak = np.maximum.reduceat(np.where(finite, np.abs(vals), -np.inf), starts)
+            bad = np.add.reduceat((~finite).astype(np.int64), starts)
+            ends = np.concatenate((starts[1:], [len(vals)]))
+            for b, p, nbad, a, e in zip(ids[starts].tolist(), peak.tolist(), bad.tolist(), starts.tolist(),
+                                        ends.tolist(), strict=True):
+                if nbad:  # the first non-finite value of the bucket wins its cell
+                    cells[b] = encode(float(vals[a:e][~finite[a:e]][0]))
+                else:
+                    cells[b] = p
         values.append(cells)
     return {"rows": [s.name for s in series], "steps": edges, "values": values, "stat": stat}
 

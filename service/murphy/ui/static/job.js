@@ -123,6 +123,7 @@
   async function refreshHeatmap() {
     const doc = await M.getJSON(`${api}/heatmap?regex=grad&px=${$("heatmap").width}`);
     M.heatmap($("heatmap"), doc);
+    if (doc.rows.length && state.heatmapAt === undefined) state.heatmapAt = performance.now();
     $("heatmap-rows").textContent = doc.rows.length ? doc.rows.join(" · ") : "no gradients saved";
   }
   async function showStep(step) {
