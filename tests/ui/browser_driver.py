@@ -85,6 +85,7 @@ def seed(page: Page, endpoint: str, out: Path, job: str, errors: list[str]) -> d
     page.wait_for_selector("#inspector-rows tr", timeout=30_000)
     facts["inspector_rows"] = page.eval_on_selector_all("#inspector-rows tr", "rows => rows.length")
     facts["heatmap_pixels"] = page.evaluate(RED_PIXELS, "#heatmap")
+    page.screenshot(path=str(out / "job-top.png"), full_page=False)
     page.screenshot(path=str(out / "job.png"), full_page=True)
     page.click('#rule-rows tr.clickable')  # a finding moves every chart to its step
     page.wait_for_function("() => window.murphyPage.zoom !== null")

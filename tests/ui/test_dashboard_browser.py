@@ -92,7 +92,7 @@ def test_seed_job_in_the_browser(request: pytest.FixtureRequest, make_server: An
     x0, x1 = facts["zoom_after_finding"]
     assert x0 <= 2 <= x1
     assert facts["errors"] == [], facts["errors"]
-    for shot in ("jobs.png", "job.png", "tensors.png"):
+    for shot in ("jobs.png", "job.png", "job-top.png", "tensors.png"):
         assert (artifacts_dir / shot).stat().st_size > 10_000
 
 

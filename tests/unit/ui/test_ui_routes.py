@@ -177,3 +177,19 @@ def test_pages_render_with_the_vendored_libraries(client: TestClient, plane: Pla
         digest, name = line.split()
         assert hashlib.sha256((vendor / name).read_bytes()).hexdigest() == digest, name
         assert client.get(f"/ui/static/vendor/uplot-1.6.32/{name}").content == (vendor / name).read_bytes()
+
+
+def test_a_running_rule_shows_its_heartbeat_progress_and_lag(client: TestClient, plane: Plane) -> None:
+    from murphy.jobs.plans import open_uri
+
+    store = _job(client, plane)
+    for n in range(10):
+        step(store, n, {LOSS: 1.0})
+    rule = plane.store.get("job-1").rules[0]
+    assert rule.result_uri
+    open_uri(plane.settings, rule.result_uri).put("heartbeat.json", json.dumps(
+        {"status": "InProgress", "last_step": 6, "steps_evaluated": 7}).encode())
+    doc = client.get("/v1/training-jobs/job-1/dashboard").json()
+    row = doc["rules"][0]
+    assert (row["status"], row["evaluated_step"], row["steps_evaluated"], row["lag"]) == ("InProgress", 6, 7, 3)
+    assert row["step"] is None and doc["markers"] == []
