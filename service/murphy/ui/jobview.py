@@ -36,6 +36,7 @@ class HeartbeatReader:
         self._open = open_store
         self._ttl = ttl
         self._seen: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._stores: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
 
     def read(self, uri: str) -> dict[str, Any] | None:
@@ -47,13 +48,17 @@ class HeartbeatReader:
             if hit is not None and now - hit[0] < self._ttl:
                 return hit[1]
         try:
-            doc = json.loads(self._open(uri).get("heartbeat.json"))
+            store = self._stores.get(uri)
+            if store is None:  # an S3 store builds a client: once per rule location
+                store = self._stores[uri] = self._open(uri)
+            doc = json.loads(store.get("heartbeat.json"))
             beat = doc if isinstance(doc, dict) else None
         except Exception:  # no heartbeat yet, or unreadable: show no progress, do not fail the page
             beat = None
         with self._lock:
             if len(self._seen) > 4096:
                 self._seen.clear()
+                self._stores.clear()
             self._seen[uri] = (now, beat)
         return beat
 

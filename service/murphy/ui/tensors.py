@@ -57,6 +57,10 @@ class TensorSeries:
     shapes: list[tuple[int, ...]] = field(default_factory=list)
     dtype: str = ""
     _arrays: tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
+    _first: tuple[int, int] | None = None
+    _scanned: int = 0
+    #: the trial's (version, ended) when this series was last brought up to date
+    seen: tuple[int, bool] | None = None
 
     def column(self, stat: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """``(steps, values)`` as arrays (rebuilt only when steps were added)."""
@@ -67,12 +71,16 @@ class TensorSeries:
         return self._arrays[1], self._arrays[2][i]
 
     def first_nonfinite(self) -> tuple[int, int] | None:
-        """``(step, index)`` of the first step with a NaN or Inf element."""
-        nan, inf = self.cols[STATS.index("nan_count")], self.cols[STATS.index("inf_count")]
-        for k, (a, b) in enumerate(zip(nan, inf, strict=False)):
-            if a > 0 or b > 0:
-                return self.steps[k], k
-        return None
+        """``(step, index)`` of the first step with a NaN or Inf element (scanned once: only
+        the steps added since the last call are looked at)."""
+        if self._first is None:
+            nan, inf = self.cols[STATS.index("nan_count")], self.cols[STATS.index("inf_count")]
+            for k in range(self._scanned, len(self.steps)):
+                if nan[k] > 0 or inf[k] > 0:
+                    self._first = (self.steps[k], k)
+                    break
+            self._scanned = len(self.steps)
+        return self._first
 
 
 class TensorCache:
@@ -83,6 +91,7 @@ class TensorCache:
         self._poll = poll_interval
         self._trial: Trial | None = None
         self._series: dict[str, TensorSeries] = {}
+        self._memo: dict[Any, tuple[tuple[int, bool], Any]] = {}
         self._lock = threading.RLock()
 
     # --- the trial --------------------------------------------------------------------------
@@ -97,6 +106,28 @@ class TensorCache:
                 except MissingCollectionFiles:
                     return None
             return self._trial
+
+    def version(self) -> tuple[int, bool]:
+        """Changes whenever the trial indexed something new or training ended (refreshing it
+        at most every poll interval)."""
+        trial = self.trial()
+        if trial is None:
+            return (-1, False)
+        trial.maybe_refresh()
+        return (trial.version, trial.loaded_all_steps)
+
+    def memo(self, key: Any, build: Callable[[], Any]) -> Any:
+        """``build()``, reused while :meth:`version` is unchanged (whole-job documents)."""
+        with self._lock:
+            version = self.version()
+            hit = self._memo.get(key)
+            if hit is not None and hit[0] == version:
+                return hit[1]
+            value = build()
+            if len(self._memo) > 64:
+                self._memo.clear()
+            self._memo[key] = (version, value)
+            return value
 
     def steps(self) -> list[int]:
         trial = self.trial()
@@ -137,6 +168,9 @@ class TensorCache:
             s = self._series.get(name)
             if s is None:
                 s = self._series[name] = TensorSeries(name)
+            if s.seen == self.version():  # nothing new was indexed since: no step list to walk
+                return s
+            s.seen = self.version()
             tensor = trial.tensor(name)
             steps = tensor.steps()
             for step in steps[bisect.bisect_right(steps, s.steps[-1]) if s.steps else 0:]:

@@ -57,7 +57,12 @@ def reductions_json(cache: TensorCache, tensor: str, x0: int | None, x1: int | N
 
 
 def nonfinite_json(cache: TensorCache) -> dict[str, Any]:
-    """The first step at which each tensor held a NaN or Inf, earliest first (ties in name order)."""
+    """The first step at which each tensor held a NaN or Inf, earliest first."""
+    result: dict[str, Any] = cache.memo("nonfinite", lambda: _nonfinite(cache))
+    return result
+
+
+def _nonfinite(cache: TensorCache) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for s in cache.all_series():
         first = s.first_nonfinite()
@@ -83,6 +88,13 @@ def heatmap_json(cache: TensorCache, regex: str, stat: str, px: int) -> dict[str
     """Layers x steps of ``stat`` (default l2): each cell the bucket's largest magnitude, so a
     layer that explodes in one step of a bucket shows; a non-finite value wins its cell."""
     check_px(px)
+    if stat not in STATS:
+        raise ValueError(f"stat must be one of {', '.join(STATS)}, not {stat!r}")
+    result: dict[str, Any] = cache.memo(("heatmap", regex, stat, px), lambda: _heatmap(cache, regex, stat, px))
+    return result
+
+
+def _heatmap(cache: TensorCache, regex: str, stat: str, px: int) -> dict[str, Any]:
     series = cache.all_series(cache.names(regex))
     all_steps = sorted({st for s in series for st in s.steps})
     if not all_steps:

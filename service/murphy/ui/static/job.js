@@ -162,7 +162,6 @@
     job: (doc) => { renderJob(doc); quiet(refreshLogs()); },
     steps: (msg) => { state.pending = onSteps(msg); },
   });
-  quiet(refreshTensors());
-  quiet(refreshNonfinite());
-  quiet(refreshHeatmap());
+  // The charts first (they need the tensor list), then the tables and the heatmap.
+  quiet(refreshTensors().then(() => Promise.all([refreshNonfinite(), refreshHeatmap()])));
 })();
