@@ -193,3 +193,17 @@ def test_a_running_rule_shows_its_heartbeat_progress_and_lag(client: TestClient,
     row = doc["rules"][0]
     assert (row["status"], row["evaluated_step"], row["steps_evaluated"], row["lag"]) == ("InProgress", 6, 7, 3)
     assert row["step"] is None and doc["markers"] == []
+
+
+def test_every_static_file_and_template_ships_in_the_wheel() -> None:
+    import fnmatch
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[3]
+    globs = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["murphy"]
+    root = Path(murphy.ui.__file__).parent
+    files = [p for d in ("static", "templates") for p in (root / d).rglob("*") if p.is_file()]
+    assert len(files) >= 10
+    for p in files:
+        rel = p.relative_to(root.parent).as_posix()
+        assert any(fnmatch.fnmatchcase(rel, g) and rel.count("/") == g.count("/") for g in globs), rel
