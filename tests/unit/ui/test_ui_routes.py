@@ -197,6 +197,7 @@ def test_a_running_rule_shows_its_heartbeat_progress_and_lag(client: TestClient,
 
 def test_every_static_file_and_template_ships_in_the_wheel() -> None:
     import fnmatch
+
     import tomllib
 
     repo = Path(__file__).resolve().parents[3]
