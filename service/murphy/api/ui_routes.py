@@ -152,9 +152,16 @@ class UiRoutes:
 
     async def heatmap(self, request: Request, name: str) -> Response:
         q = request.query_params
-        return await self._run("ui.Heatmap", request, lambda: views.heatmap_json(
-            self._cache(self._record(name)), q.get("regex", "grad"), q.get("stat", "l2"),
-            _count(q.get("px"), "px", 400)))
+
+        def go() -> Response:
+            cache = self._cache(self._record(name))
+            regex, stat, px = q.get("regex", "grad"), q.get("stat", "l2"), _count(q.get("px"), "px", 400)
+            # A 1000-layer heatmap is ~100k cells: keep its encoded bytes while the trial is unchanged.
+            body = cache.memo(("heatmap-bytes", regex, stat, px), lambda: json.dumps(
+                views.heatmap_json(cache, regex, stat, px), separators=(",", ":"), allow_nan=False).encode())
+            return Response(body, media_type=_JSON)
+
+        return await self._run("ui.Heatmap", request, go)
 
     async def histogram(self, request: Request, name: str) -> Response:
         q = request.query_params

@@ -151,6 +151,8 @@
   // ---- live ------------------------------------------------------------------------------------
   const quiet = (p) => p.catch((e) => console.warn(e.message));
   async function onSteps(msg) {
+    await quiet(initial);
+    if (msg.last_step === state.lastStep) return;  // the first load already showed these steps
     state.lastStep = msg.last_step;
     state.appends = (state.appends || 0) + 1;
     await quiet(refreshTensors());
@@ -158,10 +160,11 @@
       quiet(refreshHistogram())]);
     if (state.inspect === null && msg.last_step !== null) quiet(showStep(msg.last_step));
   }
+  // The charts first (they need the tensor list), then the tables, the heatmap and the inspector.
+  const initial = quiet(refreshTensors().then(() => Promise.all([refreshNonfinite(), refreshHeatmap(),
+    state.lastStep === null || state.lastStep === undefined ? null : showStep(state.lastStep)])));
   M.live(`${api}/live`, {
     job: (doc) => { renderJob(doc); quiet(refreshLogs()); },
     steps: (msg) => { state.pending = onSteps(msg); },
   });
-  // The charts first (they need the tensor list), then the tables and the heatmap.
-  quiet(refreshTensors().then(() => Promise.all([refreshNonfinite(), refreshHeatmap()])));
 })();
