@@ -104,7 +104,7 @@
         const x = px(step);
         ctx.strokeStyle = color; ctx.lineWidth = 2; ctx.setLineDash(dash);
         ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
-        if (label) { ctx.setLineDash([]); ctx.fillStyle = color; ctx.font = `${11 * devicePixelRatio}px sans-serif`; ctx.fillText(label, x + 4, top + 12 * devicePixelRatio); }
+        if (label) { ctx.setLineDash([]); ctx.fillStyle = color; ctx.textAlign = "left"; ctx.textBaseline = "alphabetic"; ctx.font = `${11 * devicePixelRatio}px sans-serif`; ctx.fillText(label, x + 4, top + 12 * devicePixelRatio); }
       };
       line(doc.first_nonfinite_step, "#d00", [6, 4], `first non-finite @ ${doc.first_nonfinite_step}`);
       for (const m of this.markers) line(m.step, m.kind === "finding" ? "#b45309" : "#555", [2, 3], null);
