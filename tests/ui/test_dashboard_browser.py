@@ -57,6 +57,9 @@ class Driver:
     def facts(self) -> dict[str, Any]:
         out = self.line()
         assert self.proc.wait(60) == 0
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
         return out
 
 
