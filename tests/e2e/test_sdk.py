@@ -78,6 +78,7 @@ def test_exploding_job_is_stopped_by_its_rule_and_summarised(embedded_env: Path,
     path = estimator.latest_job_debugger_artifacts_path()
     assert path == f"s3://murphy-default/{job.name}/debug-output"
     assert f"Training job {job.name} ended: Stopped (Stopped)" in out
+    assert f"Dashboard: {estimator.sagemaker_session.endpoint}/ui/jobs/{job.name}" in out
     assert "  rule ExplodingTensor: IssuesFound (fired at step 2)" in out
     assert f"  tensors: {path}" in out
     assert job.describe()["TrainingJobStatus"] == "Stopped"

@@ -21,6 +21,8 @@ from murphy.api.errors import error_response
 from murphy.api.events_routes import EventRoutes
 from murphy.api.metrics import ApiMetrics
 from murphy.api.rest import RestRoutes
+from murphy.api.ui_pages import UiPages
+from murphy.api.ui_routes import UiRoutes
 from murphy.api.wire import WireHandler
 from murphy.exceptions import ServiceError, ValidationException
 from murphy.jobs.service import JobService
@@ -116,6 +118,10 @@ def create_app(service: JobService, settings: Settings, bus: EventBus | None = N
     RestRoutes(service, settings, metrics).register(app)
     app.state.events = EventRoutes(bus, settings, metrics)
     app.state.events.register(app)
+    # The dashboard: its JSON/SSE routes under /v1 and its pages at /ui/ (same app, same guards).
+    app.state.ui = UiRoutes(service, settings, metrics)
+    app.state.ui.register(app)
+    UiPages().register(app)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     # Inner to outer: the edge (body limits, SigV4) runs inside the request id, so its errors carry one.

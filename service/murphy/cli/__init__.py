@@ -1,7 +1,7 @@
 """The ``murphy`` command line: ``server`` (the control plane), ``jobs`` (list, describe, stop,
 logs), ``events`` (subscriptions, dead letters, tail), ``keys`` (access keys), ``trial`` (inspect
-saved tensors), ``rule-eval`` (one rule container, see ``rule_containers/README.md``),
-``kubernetes render`` (a job's Kubernetes manifests) and ``version``."""
+saved tensors), ``tensorboard export``, ``rule-eval`` (one rule container, see
+``rule_containers/README.md``), ``kubernetes render`` (a job's Kubernetes manifests) and ``version``."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rule_eval(argv[1:])
     parser = argparse.ArgumentParser(prog="murphy", description="Watch training jobs, stop them when they go wrong.")
     sub = parser.add_subparsers(dest="command", required=True)
-    from murphy.cli import events, jobs, keys, kubernetes, server
+    from murphy.cli import events, jobs, keys, kubernetes, server, tensorboard
     from murphy.cli import run as run_command
 
     server.add_parser(sub)
@@ -53,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     keys.add_parser(sub)
     run_command.add_parser(sub)
     kubernetes.add_parser(sub)
+    tensorboard.add_parser(sub)
     p = sub.add_parser("trial", help="summarise the tensors saved under a path or s3:// URI")
     p.add_argument("path")
     p.add_argument("--regex", help="only tensors matching this regex")

@@ -148,7 +148,12 @@ def cmd_server(args: argparse.Namespace) -> int:
                                 # h11 answers a plain-text 400 past this; the edge's own, smaller
                                 # limit answers first with an AWS-shaped error.
                                 h11_max_incomplete_event_size=4 * settings.max_header_bytes)
-        _server_class()(config, on_exit=app.state.events.close_streams).run()
+
+        def close_streams() -> None:
+            app.state.events.close_streams()
+            app.state.ui.close_streams()
+
+        _server_class()(config, on_exit=close_streams).run()
     finally:
         plane.close()
     return 0

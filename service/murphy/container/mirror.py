@@ -83,6 +83,8 @@ class TensorMirror:
     uploaded: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: Keys in the order they were put (for diagnostics and tests).
     history: list[str] = field(default_factory=list)
+    #: Hold everything back until a collections file is up (tensors); TensorBoard files: no gate.
+    gated: bool = True
 
     @property
     def has_collections(self) -> bool:
@@ -95,7 +97,7 @@ class TensorMirror:
         current = scan(self.local_dir)
         changed = [k for k, sig in current.items() if self.uploaded.get(k) != sig]
         ordered = order(changed)
-        if final or self.has_collections:
+        if final or not self.gated or self.has_collections:
             return ordered
         return [k for k in ordered if k.startswith(COLLECTIONS_DIR)]
 

@@ -157,6 +157,23 @@ class Toolkit:
         os.makedirs(local, exist_ok=True)
         return TensorMirror(local, open_store(uri))
 
+    def _tensorboard_thread(self) -> MirrorThread | None:
+        """TensorBoardOutputConfig: LocalPath goes to S3OutputPath while the job runs, as on SageMaker."""
+        uri, local = self.config.get("tensorboard_uri"), self.config.get("tensorboard_path")
+        if not uri or not local:
+            return None
+        os.makedirs(local, exist_ok=True)
+        thread = MirrorThread(TensorMirror(local, open_store(uri), gated=False), max(self.mirror_interval, 1.0))
+        thread.start()
+        return thread
+
+    def _final_tensorboard_pass(self, mirror: TensorMirror) -> None:
+        try:
+            n = mirror.run_pass(final=True)
+            log(f"tensorboard: {len(mirror.uploaded)} file(s) at {self.config.get('tensorboard_uri')} ({n} in the final pass)")
+        except Exception as e:  # TensorBoard files are a convenience: the job's outcome stands
+            log(f"cannot upload TensorBoard files to {self.config.get('tensorboard_uri')}: {type(e).__name__}: {e}")
+
     # ---- the whole run ---------------------------------------------------------------------
 
     def run(self) -> int:
@@ -165,6 +182,7 @@ class Toolkit:
         self.config = read_json(os.path.join(self.opt_ml.config_dir, MURPHY_CONFIG), {}) or {}
         mirror: TensorMirror | None = None
         thread: MirrorThread | None = None
+        tb_thread: MirrorThread | None = None
         code = 1
         ran = False
         try:
@@ -177,6 +195,7 @@ class Toolkit:
             if mirror is not None:
                 thread = MirrorThread(mirror, self.mirror_interval)
                 thread.start()
+            tb_thread = self._tensorboard_thread()
             self.stage("Training")
             ran = True
             code = self.run_program(argv, cwd)
@@ -191,6 +210,9 @@ class Toolkit:
         finally:
             if thread is not None:
                 thread.stop()
+            if tb_thread is not None:
+                tb_thread.stop()
+                self._final_tensorboard_pass(tb_thread.mirror)
         self.stage("Uploading")
         return self._finish(mirror, code, ran)
 

@@ -26,6 +26,7 @@ from murphy.hook.backend import NumpyBackend, TensorBackend
 from murphy.hook.collections import PYTORCH_COLLECTION_REGEXES, HookCollections
 from murphy.hook.config import DEFAULT_LOCAL_PATH
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard, guarded
+from murphy.hook.tensorboard import TensorBoardSink
 from murphy.hook.writer import DEFAULT_MAX_PENDING, BackgroundWriter, Record, StepBatch
 from murphy.storage import ObjectStore, open_store
 from murphy.tensorio.locations import (
@@ -184,6 +185,17 @@ class BaseHook:
         if self.step >= 0:
             self._set_due(self.collections.due(self._step_mode, self.mode_step))
         self._save(tensor_name, tensor_value)
+
+    def enable_tensorboard(self, logdir: str | os.PathLike[str]) -> None:
+        """Also write TensorBoard summaries of every saved step under ``logdir`` (murphy.hook.tensorboard)."""
+        if not self._writes:
+            return
+        colls = self.collections
+
+        def classify(name: str) -> list[tuple[str, bool]]:
+            return [(c, colls.collections[c].save_histogram) for c in colls.matching(name)]
+
+        self._writer.tensorboard = TensorBoardSink(os.fspath(logdir), self.worker, classify)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Hand the current step to the writer and wait until everything queued is written."""

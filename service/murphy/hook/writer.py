@@ -22,6 +22,7 @@ from typing import Any
 from murphy.core.modes import ModeKeys
 from murphy.hook.backend import TensorBackend
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard
+from murphy.hook.tensorboard import TensorBoardSink
 from murphy.storage import ObjectStore
 from murphy.tensorio.writer import StepWriter
 
@@ -84,6 +85,8 @@ class BackgroundWriter:
         self._warned_full = False
         self._closed = False
         self.steps_written = 0
+        #: TensorBoard summaries of each written step (murphy.hook.tensorboard), when enabled.
+        self.tensorboard: TensorBoardSink | None = None
 
     def submit_step(self, batch: StepBatch) -> None:
         """Queue a step for writing (waits while ``max_pending`` steps are queued)."""
@@ -111,6 +114,8 @@ class BackgroundWriter:
         if thread is not None:
             self._queue.put(_STOP)
             thread.join(timeout)
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
     def _put(self, item: object, force: bool = False) -> None:
         if self._closed and not force:
@@ -163,11 +168,15 @@ class BackgroundWriter:
         if batch.fence is not None:
             batch.fence()
         writer = StepWriter(self._store, batch.step, self._worker, batch.mode, batch.mode_step)
+        arrays: list[tuple[str, Any]] = []
         for rec in batch.records:
             if rec.snap is None:
                 writer.add_shape(rec.name, rec.shape or ())
                 continue
             array, original_dtype = self._backend.to_numpy(rec.snap)
             writer.add(rec.name, array, original_dtype=original_dtype, shape_of=rec.shape)
+            arrays.append((rec.name, array))
         writer.close()
         self.steps_written += 1
+        if self.tensorboard is not None:
+            self.tensorboard.write_step(batch.step, batch.mode, arrays)

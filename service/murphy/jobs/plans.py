@@ -66,6 +66,7 @@ def training_plan(record: JobRecord) -> TrainingPlan:
         hook_config = {"S3OutputPath": hook_output_path(spec), "CollectionConfigurations": []}
     entry = algo.get("ContainerEntrypoint")
     args = algo.get("ContainerArguments")
+    tb = spec.get("TensorBoardOutputConfig")
     return TrainingPlan(
         container_name=training_container(record),
         job_name=record.name,
@@ -83,6 +84,8 @@ def training_plan(record: JobRecord) -> TrainingPlan:
         container_entrypoint=tuple(entry) if entry else None,
         container_arguments=tuple(args) if args else None,
         max_runtime_s=spec.get("StoppingCondition", {}).get("MaxRuntimeInSeconds"),
+        tensorboard_config=dict(tb) if tb else None,
+        tensorboard_uri=s3_join(tb["S3OutputPath"], record.name, "tensorboard-output") if tb else None,
     )
 
 

@@ -65,6 +65,11 @@ class TrainingPlan:
     account: str = ""
     region: str = ""
     role: Literal["training"] = "training"
+    #: The TensorBoardOutputConfig request object (written as ``tensorboardoutputconfig.json``),
+    #: and where its LocalPath is mirrored while the job runs
+    #: (``<S3OutputPath>/<job>/tensorboard-output``); None without one.
+    tensorboard_config: dict[str, object] | None = None
+    tensorboard_uri: str | None = None
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,15 @@ def write_training_layout(
         elif local_path.startswith(opt_ml.root + os.sep):  # else: inside the container only
             os.makedirs(host.root + local_path[len(opt_ml.root):], exist_ok=True)
         _write(host.config_file("debughookconfig.json"), hook)
+    tensorboard_path = None
+    if plan.tensorboard_config is not None:
+        tb = dict(plan.tensorboard_config)
+        tensorboard_path = tb["LocalPath"] = _local_path(opt_ml, str(tb.get("LocalPath") or "/opt/ml/output/tensorboard"))
+        if opt_ml.root == host.root:
+            os.makedirs(tensorboard_path, exist_ok=True)
+        elif tensorboard_path.startswith(opt_ml.root + os.sep):
+            os.makedirs(host.root + tensorboard_path[len(opt_ml.root):], exist_ok=True)
+        _write(host.config_file("tensorboardoutputconfig.json"), tb)
     _write(host.config_file(MURPHY_CONFIG), {
         "job_name": plan.job_name,
         "image": plan.image,
@@ -120,6 +129,8 @@ def write_training_layout(
         "tensor_uri": plan.tensor_uri,
         "output_uri": plan.output_uri,
         "local_path": local_path,
+        "tensorboard_uri": plan.tensorboard_uri,
+        "tensorboard_path": tensorboard_path,
         "channels": [{"name": c.name, "uri": c.uri, "data_type": c.data_type, "content_type": c.content_type,
                       "distribution": c.distribution} for c in plan.channels],
         "container_entrypoint": list(plan.container_entrypoint) if plan.container_entrypoint else None,
@@ -137,6 +148,8 @@ def write_training_layout(
     })
     if plan.debug_hook_config is not None:
         env["SMDEBUG_CONFIG_FILE_PATH"] = hook_path
+    if plan.tensorboard_config is not None:
+        env["TENSORBOARD_CONFIG_FILE_PATH"] = opt_ml.config_file("tensorboardoutputconfig.json")
     return host, env
 
 

@@ -302,6 +302,10 @@ class Estimator:
         """Create the training job; with ``wait``, follow it to its end (see :meth:`TrainingJob.wait`)."""
         request = self.training_request(inputs, job_name)
         self.sagemaker_session.sagemaker_client.create_training_job(**request)
+        if logs not in (False, "None"):
+            # The server (embedded or not) serves the dashboard at /ui/ on the API's port.
+            print(f"Dashboard: {self.sagemaker_session.endpoint.rstrip('/')}/ui/jobs/{request['TrainingJobName']}",
+                  flush=True)
         self.latest_training_job = TrainingJob(self.sagemaker_session, request["TrainingJobName"],
                                                self.latest_job_debugger_artifacts_path())
         if wait:

@@ -1,0 +1,111 @@
+"""TensorBoard output, read back with TensorBoard's own reader (the ``tensorboard`` package in
+the browser venv): the PyTorch hook's summaries and ``murphy tensorboard export``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from murphy.core.collection import Collection, CollectionsDoc
+from murphy.core.modes import ModeKeys
+from murphy.storage import LocalObjectStore
+from murphy.tensorio.writer import StepWriter, write_collections, write_end_of_training
+
+READER = Path(__file__).with_name("tb_read.py")
+
+
+@pytest.fixture(scope="module")
+def tb_python(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue("browser_python"))
+
+
+def read(python: str, logdir: Path) -> dict[str, Any]:
+    out = subprocess.run([python, str(READER), str(logdir)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return dict(json.loads(out.stdout))
+
+
+def test_the_pytorch_hook_writes_scalars_and_histograms_per_collection(tb_python: str, tmp_path: Path) -> None:
+    script = f"""
+from murphy.demos import linear_regression as lr
+from murphy.hook import SaveConfig
+from murphy.hook.torch import Hook
+hook = Hook(out_dir={str(tmp_path / "tensors")!r}, tensorboard_dir={str(tmp_path / "tb")!r},
+            save_config=SaveConfig(save_interval=1), include_collections=["weights", "gradients", "losses"])
+lr.train(None, 100.0, 1e11, 5, 1, hook=hook)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, timeout=120)
+    runs = read(tb_python, tmp_path / "tb")
+    assert list(runs) == ["GLOBAL"]
+    run = runs["GLOBAL"]
+    loss = run["scalars"]["losses/MSELoss_output_0"]
+    assert [s for s, _ in loss] == [0, 1, 2, 3, 4]
+    assert 1e23 < loss[0][1] < 1e25 and loss[2][1] == "NaN"
+    # Histograms hold only finite values: the weight's exist for steps 0-1, its NaNs are counts.
+    assert [h[0] for h in run["histograms"]["weights/LinearRegression_weight"]] == [0, 1]
+    assert run["histograms"]["weights/LinearRegression_weight"][0][1:] == [2.0, 10.0, 10.0, 2.0]
+    assert "gradients/gradient/LinearRegression_weight" in run["histograms"]
+    assert run["scalars"]["nonfinite/LinearRegression_weight/nan_count"] == [[2, 2.0], [3, 2.0], [4, 2.0]]
+
+
+def _collections(store: LocalObjectStore) -> None:
+    doc = CollectionsDoc({"losses": Collection("losses", tensor_names={"loss"}),
+                          "weights": Collection("weights", tensor_names={"w"})}, num_workers=1)
+    write_collections(store, doc, "worker_0")
+
+
+def _step(store: LocalObjectStore, n: int, mode: ModeKeys) -> None:
+    with StepWriter(store, n, "worker_0", mode, n) as w:
+        w.add("loss", np.asarray(1.0 / (n + 1), dtype=np.float32))
+        w.add("w", np.arange(6, dtype=np.float32) * n)
+
+
+def test_export_is_incremental_with_one_run_per_mode(tb_python: str, tmp_path: Path) -> None:
+    trial, logdir = tmp_path / "trial", tmp_path / "tb"
+    store = LocalObjectStore(str(trial))
+    _collections(store)
+    for n in range(4):
+        _step(store, n, ModeKeys.TRAIN if n % 2 == 0 else ModeKeys.EVAL)
+    murphy = [sys.executable, "-m", "murphy.cli", "tensorboard", "export", str(trial), str(logdir)]
+    first = subprocess.run(murphy, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and "4 new step(s)" in first.stdout, first.stdout + first.stderr
+    for n in range(4, 6):
+        _step(store, n, ModeKeys.TRAIN)
+    write_end_of_training(store)
+    second = subprocess.run(murphy, capture_output=True, text=True, timeout=120)
+    assert "2 new step(s)" in second.stdout, second.stdout + second.stderr
+    runs = read(tb_python, logdir)
+    assert sorted(runs) == ["EVAL", "TRAIN"]
+    assert [s for s, _ in runs["TRAIN"]["scalars"]["losses/loss"]] == [0, 2, 4, 5]  # no step twice
+    assert [s for s, _ in runs["EVAL"]["scalars"]["losses/loss"]] == [1, 3]
+    assert runs["TRAIN"]["histograms"]["weights/w"][-1][1:] == [6.0, 0.0, 25.0, 6.0]
+    assert len(list((logdir / "TRAIN").glob("*tfevents*"))) == 2
+
+
+@pytest.mark.slow
+def test_tensorboard_output_config_end_to_end(tb_python: str, request: pytest.FixtureRequest, make_server: Any,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job with TensorBoardOutputConfig: the hook writes LocalPath, the container uploads it
+    to <S3OutputPath>/<job>/tensorboard-output (here the server's local buckets)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+    from test_control_plane import EXPLODING, job_request, start_plane, watch
+
+    server = start_plane(request, make_server, monkeypatch, "process", "local")
+    client = server.client()
+    body = job_request("seed-tb", "murphy-e2e", EXPLODING,
+                       TensorBoardOutputConfig={"S3OutputPath": "s3://murphy-e2e/tb"})
+    client.create_training_job(**body)
+    job, _ = watch(client, "seed-tb")
+    assert job["TrainingJobStatus"] == "Stopped" and job["TensorBoardOutputConfig"]["S3OutputPath"] == "s3://murphy-e2e/tb"
+    logdir = server.data_dir / "buckets" / "murphy-e2e" / "tb" / "seed-tb" / "tensorboard-output"
+    runs = read(tb_python, logdir)
+    assert list(runs) == ["GLOBAL"], (runs, server.log()[-3000:])
+    loss = runs["GLOBAL"]["scalars"]["losses/MSELoss_output_0"]
+    assert loss[0][0] == 0 and loss[2] == [2, "NaN"]
+    assert "weights/LinearRegression_weight" in runs["GLOBAL"]["histograms"]
