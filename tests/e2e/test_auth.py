@@ -278,6 +278,15 @@ def test_accounts_cannot_see_each_other(auth_server: tuple[MurphyServer, dict[st
     assert logs_a.describe_log_streams(logGroupName=group, logStreamNamePrefix="bobs")["logStreams"] == []
     no_stream = error_of(lambda: logs_a.get_log_events(logGroupName=group, logStreamName="bobs/algo-1-1"))
     assert error_of(lambda: logs_a.get_log_events(logGroupName=group, logStreamName=stream)) == no_stream
+    # The dashboard's routes keep accounts apart the same way.
+    for path in ("/dashboard", "/tensors", "/nonfinite", "/logs"):
+        assert rest(server, key_a, "GET", "/v1/training-jobs/bobs" + path) == \
+            rest(server, key_a, "GET", "/v1/training-jobs/no-such-job" + path)
+    assert rest(server, key_a, "GET", "/v1/ui/jobs") == (200, {"jobs": []})
+    status, rows = rest(server, key_b, "GET", "/v1/ui/jobs")
+    assert status == 200 and [r["name"] for r in rows["jobs"]] == ["bobs"]
+    status, doc = rest(server, key_b, "GET", "/v1/training-jobs/bobs/logs")
+    assert status == 200
     # Bob still sees and stops his own job, with his tags intact.
     assert b.list_tags(ResourceArn=arn)["Tags"] == [{"Key": "k", "Value": "v"}]
     b.stop_training_job(TrainingJobName="bobs")

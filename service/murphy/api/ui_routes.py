@@ -76,11 +76,23 @@ class UiRoutes:
 
     # --- plumbing -------------------------------------------------------------------------------
 
-    def _record(self, name: str) -> JobRecord:
+    @staticmethod
+    def _account(request: Request) -> str | None:
+        """The verified caller's account under ``--auth sigv4``; None (every job) without auth,
+        where nothing is verified and the dashboard shows the whole server, as before."""
+        principal = request.scope.get("state", {}).get("principal")
+        return None if principal is None else str(principal.account)
+
+    def _record(self, name: str, request: Request) -> JobRecord:
+        # Another account's job is exactly as missing as one that does not exist (as the wire API).
+        account = self._account(request)
         try:
-            return self.service.store.get(name)
+            record = self.service.store.get(name)
         except JobNotFound:
             raise ValidationException(NOT_FOUND) from None
+        if account is not None and record.account != account:
+            raise ValidationException(NOT_FOUND)
+        return record
 
     def _cache(self, record: JobRecord) -> TensorCache:
         uri = tensor_uri(record)
@@ -109,20 +121,20 @@ class UiRoutes:
         self.metrics.observe(label, time.perf_counter() - started, code)
         return response
 
-    def _job(self, name: str) -> dict[str, Any]:
-        record = self._record(name)
+    def _job(self, name: str, request: Request) -> dict[str, Any]:
+        record = self._record(name, request)
         steps = self._cache(record).steps()
         return job_json(record, self.beats, steps[-1] if steps else None)
 
     # --- JSON -----------------------------------------------------------------------------------
 
     async def dashboard(self, request: Request, name: str) -> Response:
-        return await self._run("ui.Job", request, lambda: self._job(name))
+        return await self._run("ui.Job", request, lambda: self._job(name, request))
 
     async def tensors(self, request: Request, name: str) -> Response:
         q = request.query_params
         return await self._run("ui.Tensors", request, lambda: views.tensors_json(
-            self._cache(self._record(name)), q.get("regex"), q.get("collection")))
+            self._cache(self._record(name, request)), q.get("regex"), q.get("collection")))
 
     async def series(self, request: Request, name: str) -> Response:
         q = request.query_params
@@ -132,7 +144,7 @@ class UiRoutes:
             if not tensor:
                 raise ValidationException("'tensor' is required.")
             px = _count(q.get("px"), "px", 1000)
-            return views.series_json(self._cache(self._record(name)), tensor, q.get("stat", "value"),
+            return views.series_json(self._cache(self._record(name, request)), tensor, q.get("stat", "value"),
                                      _int(q.get("x0"), "x0"), _int(q.get("x1"), "x1"), px, _int(q.get("after"), "after"))
 
         return await self._run("ui.Series", request, go)
@@ -142,19 +154,19 @@ class UiRoutes:
 
         def go() -> dict[str, Any]:
             px = _count(q.get("px"), "px", 1000)
-            return views.reductions_json(self._cache(self._record(name)), q.get("tensor", ""),
+            return views.reductions_json(self._cache(self._record(name, request)), q.get("tensor", ""),
                                          _int(q.get("x0"), "x0"), _int(q.get("x1"), "x1"), px)
 
         return await self._run("ui.Reductions", request, go)
 
     async def nonfinite(self, request: Request, name: str) -> Response:
-        return await self._run("ui.NonFinite", request, lambda: views.nonfinite_json(self._cache(self._record(name))))
+        return await self._run("ui.NonFinite", request, lambda: views.nonfinite_json(self._cache(self._record(name, request))))
 
     async def heatmap(self, request: Request, name: str) -> Response:
         q = request.query_params
 
         def go() -> Response:
-            cache = self._cache(self._record(name))
+            cache = self._cache(self._record(name, request))
             regex, stat, px = q.get("regex", "grad"), q.get("stat", "l2"), _count(q.get("px"), "px", 400)
             # A 1000-layer heatmap is ~100k cells: keep its encoded bytes while the trial is unchanged.
             body = cache.memo(("heatmap-bytes", regex, stat, px), lambda: json.dumps(
@@ -166,11 +178,11 @@ class UiRoutes:
     async def histogram(self, request: Request, name: str) -> Response:
         q = request.query_params
         return await self._run("ui.Histogram", request, lambda: views.histogram_json(
-            self._cache(self._record(name)), q.get("tensor", ""), _count(q.get("bins"), "bins", 40),
+            self._cache(self._record(name, request)), q.get("tensor", ""), _count(q.get("bins"), "bins", 40),
             _count(q.get("px"), "px", 200)))
 
     async def step(self, request: Request, name: str, step: int) -> Response:
-        return await self._run("ui.Step", request, lambda: views.step_json(self._cache(self._record(name)), step))
+        return await self._run("ui.Step", request, lambda: views.step_json(self._cache(self._record(name, request)), step))
 
     async def npy(self, request: Request, name: str) -> Response:
         q = request.query_params
@@ -179,7 +191,7 @@ class UiRoutes:
             tensor, step = q.get("tensor", ""), _int(q.get("step"), "step")
             if not tensor or step is None:
                 raise ValidationException("'tensor' and 'step' are required.")
-            data = self._cache(self._record(name)).npy(tensor, step)
+            data = self._cache(self._record(name, request)).npy(tensor, step)
             safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in tensor)
             return Response(data, media_type="application/octet-stream",
                             headers={"Content-Disposition": f'attachment; filename="{safe}-step{step}.npy"'})
@@ -190,7 +202,7 @@ class UiRoutes:
         """The training container's log lines from ``cursor`` (the live log view polls this)."""
         def go() -> dict[str, Any]:
             cursor = _count(request.query_params.get("cursor"), "cursor", 0)
-            record = self._record(name)
+            record = self._record(name, request)
             if record.training is None:
                 return {"lines": [], "cursor": cursor}
             page = self.service.runtime.read_logs(record.training, cursor, 5000)
@@ -200,11 +212,12 @@ class UiRoutes:
 
     async def jobs(self, request: Request) -> Response:
         q = request.query_params
-        return await self._run("ui.Jobs", request, lambda: self._jobs(q.get("name"), q.get("status")))
+        return await self._run("ui.Jobs", request, lambda: self._jobs(q.get("name"), q.get("status"), self._account(request)))
 
-    def _jobs(self, name: str | None, status: str | None) -> dict[str, Any]:
+    def _jobs(self, name: str | None, status: str | None, account: str | None) -> dict[str, Any]:
         rows = [job_row(r) for r in self.service.store.query(
-            JobQuery(name_contains=name or None, sort_order="Descending", limit=200))]
+            JobQuery(name_contains=name or None, sort_order="Descending", limit=200))
+            if account is None or r.account == account]
         if status:
             rows = [r for r in rows if r["status"] == status]
         return {"jobs": rows}
@@ -213,18 +226,18 @@ class UiRoutes:
 
     async def job_live(self, request: Request, name: str) -> Response:
         try:
-            await run_in_threadpool(self._record, name)
+            await run_in_threadpool(self._record, name, request)
         except Exception as e:
             error = as_service_error(e, "ui.JobLive", request_id(request))
             return error_response(error, status=rest_status(error), media_type=_JSON)
-        return EventStreamResponse(self._job_events(name), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return EventStreamResponse(self._job_events(name, request), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    async def _job_events(self, name: str) -> AsyncIterator[bytes]:
+    async def _job_events(self, name: str, request: Request) -> AsyncIterator[bytes]:
         yield b"retry: 1000\n\n"
         last_doc, last_step, quiet = "", None, time.monotonic()
         while not self.closing:
             try:
-                doc = await run_in_threadpool(self._job, name)
+                doc = await run_in_threadpool(self._job, name, request)
             except (ResourceNotFound, ValidationException):
                 return
             text = json.dumps(doc, separators=(",", ":"))
@@ -248,7 +261,7 @@ class UiRoutes:
             yield b"retry: 1000\n\n"
             last, quiet = "", time.monotonic()
             while not self.closing:
-                text = json.dumps(await run_in_threadpool(self._jobs, name, status), separators=(",", ":"))
+                text = json.dumps(await run_in_threadpool(self._jobs, name, status, self._account(request)), separators=(",", ":"))
                 if text != last:
                     yield f"event: jobs\ndata: {text}\n\n".encode()
                     last, quiet = text, time.monotonic()
