@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch is pinned and installed first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[dev,s3,torch,service,postgres,docker]" "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e ".[dev,s3,torch,service,postgres,docker,xgboost]" "$(TORCH_PIN)"
 	touch $(STAMP)
 
 demo: setup
