@@ -49,7 +49,7 @@ images: setup
 	infra/images/build.sh all
 
 images-cpu: setup
-	infra/images/build.sh base python pytorch-cpu demo rules
+	infra/images/build.sh base python pytorch-cpu demo rules xgboost
 
 # The one-command local deployment (docs/deployment.md): murphy with the Docker runtime,
 # SeaweedFS (S3) and PostgreSQL on 127.0.0.1, through docker compose when it works, else as

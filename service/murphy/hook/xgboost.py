@@ -130,9 +130,10 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._booster: tuple[Any, str | None] | None = None
 
     @classmethod
-    def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None) -> Hook:
-        """A hook configured by ``debughookconfig.json`` (default path: see :class:`HookConfig`)."""
-        return cls.from_config(HookConfig.load(json_file_path))
+    def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Hook:
+        """A hook configured by ``debughookconfig.json`` (default path: see :class:`HookConfig`);
+        ``kwargs`` (``hyperparameters``, ``train_data``, ...) go to the constructor."""
+        return cls.from_config(HookConfig.load(json_file_path), **kwargs)
 
     @classmethod
     def from_config(cls, cfg: HookConfig, **kwargs: Any) -> Hook:
