@@ -119,7 +119,13 @@ def test_builtin_algorithm_with_xgboost_rules(plane: Plane) -> None:
     assert result["status"] == "Completed", (result, plane.server.log()[-3000:])
     assert result["image"] == "246618743249.dkr.ecr.us-west-2.amazonaws.com/sagemaker-xgboost:1.7-1"
     assert result["rules"] == {"LossNotDecreasing": "NoIssuesFound", "TreeDepth": "IssuesFound",
-                               "FeatureImportanceOverweight": "IssuesFound"}, result["rule_details"]
+                               "FeatureImportanceOverweight": "IssuesFound", "CreateXgboostReport": "NoIssuesFound"}, (
+        result["rule_details"])
+    # The report where SageMaker's report rule put it: the rule's output under the job.
+    report = plane.s3.client().get_object(
+        Bucket=plane.bucket, Key=f"{result['job_name']}/rule-output/CreateXgboostReport/xgboost_report.html")
+    html = report["Body"].read().decode()
+    assert "<h2>Feature importance</h2>" in html and "<svg" in html and "validation-logloss" in html
     assert "feature_importance/weight/f10" in result["rule_details"]["FeatureImportanceOverweight"]
     assert {"feature_importance", "trees", "metrics", "losses"} <= set(result["collections"])
     # The algorithm's metric lines, through murphy's CloudWatch Logs endpoint.

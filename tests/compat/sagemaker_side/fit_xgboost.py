@@ -46,7 +46,8 @@ def main() -> None:
             hyperparameters={"num_round": 30, "objective": "binary:logistic", "max_depth": 6, "eta": 0.1,
                              "eval_metric": "logloss"},
             rules=[Rule.sagemaker(rule_configs.loss_not_decreasing()), Rule.sagemaker(rule_configs.tree_depth()),
-                   Rule.sagemaker(rule_configs.feature_importance_overweight())],
+                   Rule.sagemaker(rule_configs.feature_importance_overweight()),
+                   Rule.sagemaker(rule_configs.create_xgboost_report())],
             **common,
         )
     else:
