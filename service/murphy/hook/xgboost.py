@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ from murphy.exceptions import HookError
 from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig
 from murphy.hook.guard import LOGGER_NAME
+from murphy.hook.writer import BackgroundWriter, _Flush
 from murphy.hook.xgboost_data import DataError, load_dmatrix
 from murphy.hook.xgboost_names import (
     DEFAULT_INCLUDE_COLLECTIONS,
@@ -82,6 +84,21 @@ def _data(value: DataArg, what: str) -> xgboost.DMatrix | None:
         raise HookError(f"{what}: {e}") from e
 
 
+class _InlineWriter(BackgroundWriter):
+    """The background writer's work, done at once on the calling thread (same order, same guard)."""
+
+    def _put(self, item: object, force: bool = False) -> None:
+        if self._closed and not force:
+            return
+        if isinstance(item, _Flush):
+            item.done.set()
+        elif not self._guard.disabled:
+            self._handle(item)
+
+    def close(self, timeout: float | None = None) -> None:
+        self._closed = True
+
+
 class Hook(BaseHook, xgboost.callback.TrainingCallback):
     """smdebug's XGBoost hook: ``xgboost.train(params, dtrain, callbacks=[hook])``."""
 
@@ -111,6 +128,11 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             rank=rank, world_size=world, collection_regexes=XGBOOST_COLLECTION_REGEXES, **kwargs,
         )
         xgboost.callback.TrainingCallback.__init__(self)
+        if not str(self.store.uri).startswith("s3://"):
+            # A round saves a few small tensors; handing them to a thread costs more (waking it,
+            # then GIL hand-offs while xgboost runs) than writing two local files here, which
+            # is what smdebug does too. Remote stores keep the background writer.
+            self._writer = _InlineWriter(self.store, self.worker, self.backend, self.guard)
         # smdebug's XGBoost default is ``metrics`` (the base hook's is PyTorch's ``losses``).
         included = set(DEFAULT_INCLUDE_COLLECTIONS) | set(include_collections or ())
         if include_regex:
@@ -128,6 +150,8 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._warned: set[str] = set()
         self._claimed: set[str] = set()
         self._booster: tuple[Any, str | None] | None = None
+        # (collections generation, next round at which anything is due) after a full round start.
+        self._quiet_until: tuple[int, int] | None = None
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Hook:
@@ -190,11 +214,12 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
                 if not (skip_increasing and INCREASING_METRICS_REGEX.match(name)):
                     self._claim_metric(name)
                     self._put(name, value)
-        kind = self._booster_kind(model)
-        if kind is None:
-            if any(wanted(c) for c in (K.PREDICTIONS, K.FEATURE_IMPORTANCE, K.TREES, K.FULL_SHAP, K.AVERAGE_SHAP)):
-                self._warn_once("cv", "model collections need a Booster (xgboost.cv gives none): only metrics and hyperparameters are saved")
-        else:
+        model_due = any(wanted(c) for c in (K.PREDICTIONS, K.LABELS, K.FEATURE_IMPORTANCE, K.TREES, K.FULL_SHAP,
+                                            K.AVERAGE_SHAP))
+        kind = self._booster_kind(model) if model_due else None
+        if model_due and kind is None:
+            self._warn_once("cv", "model collections need a Booster (xgboost.cv gives none): only metrics and hyperparameters are saved")
+        elif kind is not None:
             if wanted(K.PREDICTIONS) or wanted(K.LABELS):
                 self._write_validation(model, wanted(K.PREDICTIONS), wanted(K.LABELS))
             if wanted(K.FEATURE_IMPORTANCE):
@@ -207,7 +232,21 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._end_step()
 
     def _set_round(self, epoch: int) -> None:
-        """Make ``epoch`` the current global (and mode) step, whatever came before."""
+        """Make ``epoch`` the current global (and mode) step, whatever came before.
+
+        A round before the next due one, right after the previous round, with unchanged
+        collections, only moves the counters (the quiet path, as the PyTorch hook's).
+        """
+        quiet = self._quiet_until
+        if (quiet is not None and epoch == self.step + 1 and epoch < quiet[1]
+                and self.collections.generation == quiet[0] and not self._records and not self._pending_scalars):
+            self.step = self._mode_step = self._mode_steps[ModeKeys.GLOBAL] = epoch
+            if self._saving:
+                self._set_due(frozenset())
+            if self._saved_any and not self._collections_written:
+                # Readers wait for this file: as early as smdebug, at the round after the first save.
+                self._export_collections()
+            return
         self.step = epoch - 1
         self._mode_steps[ModeKeys.GLOBAL] = epoch - 1
         self._mode_step = epoch - 1
@@ -215,6 +254,8 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._quiet = 0
         self._next_due.clear()
         self._begin_full_step()
+        nxt = self.collections.next_due(ModeKeys.GLOBAL, epoch + 1)
+        self._quiet_until = (self.collections.generation, sys.maxsize if nxt is None else nxt)
 
     def _put(self, name: str, value: Any) -> None:
         try:

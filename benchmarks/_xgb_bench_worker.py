@@ -1,0 +1,70 @@
+"""One side of benchmarks/hook_overhead_xgb.py, run in murphy's venv or the smdebug+xgboost venv.
+
+usage: _xgb_bench_worker.py murphy|smdebug CONFIG ROUNDS REPEATS OUT_DIR
+CONFIG: ``defaults`` (Hook(out_dir): metrics every 10 rounds) or ``all10`` (every collection,
+every 10 rounds, with train and validation data). Alternates plain and hooked xgboost.train runs
+(same data, one thread); prints {"plain_s": [...], "hook_s": [...]} as its last line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ALL = ["hyperparameters", "metrics", "losses", "predictions", "labels", "feature_importance",
+       "average_shap", "full_shap", "trees"]
+
+
+def main() -> None:
+    impl, config, rounds, repeats, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])
+    if impl == "smdebug":
+        import pkg_resources
+
+        real = pkg_resources.get_distribution
+        pkg_resources.get_distribution = lambda n: real("xgboost-cpu") if n == "xgboost" else real(n)
+        from smdebug import SaveConfig
+        from smdebug.xgboost import Hook
+    else:
+        from murphy.hook import SaveConfig
+        from murphy.hook.xgboost import Hook
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=6000)
+    x = (z[:, None] + 0.5 * rng.normal(size=(6000, 20))).astype(np.float32)
+    y = (z > 0).astype(np.float32)
+    dtrain, dval = xgb.DMatrix(x[:5000], label=y[:5000]), xgb.DMatrix(x[5000:], label=y[5000:])
+    params = {"objective": "binary:logistic", "max_depth": 6, "eta": 0.1, "nthread": 1, "eval_metric": "logloss"}
+
+    def run(hook: Any) -> float:
+        t0 = time.perf_counter()
+        xgb.train(params, dtrain, rounds, evals=[(dtrain, "train"), (dval, "validation")],
+                  callbacks=[hook] if hook is not None else None, verbose_eval=False)
+        if hook is not None and hasattr(hook, "close"):
+            hook.close()
+        return time.perf_counter() - t0
+
+    def make(i: int) -> Any:
+        d = out / f"{impl}-{config}-{i}"
+        shutil.rmtree(d, ignore_errors=True)
+        if config == "defaults":
+            return Hook(out_dir=str(d))
+        return Hook(out_dir=str(d), include_collections=ALL, save_config=SaveConfig(save_interval=10),
+                    hyperparameters=params, train_data=dtrain, validation_data=dval)
+
+    run(None)  # warm-up
+    plain, hooked = [], []
+    for i in range(repeats):
+        plain.append(run(None))
+        hooked.append(run(make(i)))
+    print(json.dumps({"plain_s": plain, "hook_s": hooked}))
+
+
+if __name__ == "__main__":
+    main()
