@@ -1,6 +1,7 @@
 """XGBoost hook overhead: xgboost.train without a hook, with murphy's hook and with the real
 smdebug 1.0.34 hook (its own venv, infra/ci/smdebug_xgboost_venv.sh, same xgboost-cpu 3.2.0), at
-the default collections (metrics every 10 rounds) and with every collection every 10 rounds.
+the default collections (metrics every 10 rounds) and with every collection every 10 rounds
+(SHAP on a 500-row sample of the training data).
 
 Each implementation runs in its own interpreter (benchmarks/_xgb_bench_worker.py), alternating
 plain and hooked whole runs (hook.close() included) on the same data; overhead = median over
