@@ -35,6 +35,7 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/hook_overhead.py
+	$(PY) benchmarks/hook_overhead_xgb.py
 	$(PY) benchmarks/trial_read.py
 	$(PY) benchmarks/detection_latency.py
 	$(PY) benchmarks/rule_throughput.py

@@ -221,3 +221,13 @@ def test_inside_sagemaker_no_end_marker(tmp_path: Path, monkeypatch: pytest.Monk
     _train(hook, rounds=2)
     assert (tmp_path / "t" / "index").exists()
     assert not (tmp_path / "t" / "training_job_end.ts").exists()
+
+
+def test_an_unwritable_out_dir_never_breaks_training(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    hook = Hook(out_dir=blocker / "run", save_config=SaveConfig(save_interval=1))
+    with caplog.at_level(logging.ERROR, logger="murphy.hook"):
+        bst = _train(hook, rounds=4)
+    assert bst.num_boosted_rounds() == 4
+    assert not hook.enabled and hook.guard.error is not None
