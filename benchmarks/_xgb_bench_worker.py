@@ -3,7 +3,8 @@
 usage: _xgb_bench_worker.py murphy|smdebug CONFIG ROUNDS REPEATS OUT_DIR
 CONFIG: ``defaults`` (Hook(out_dir): metrics every 10 rounds) or ``all10`` (every collection,
 every 10 rounds, with train and validation data). Alternates plain and hooked xgboost.train runs
-(same data, one thread); prints {"plain_s": [...], "hook_s": [...]} as its last line.
+(same data, one thread); prints {"plain_s": [...], "hook_s": [...], "in_hook_s": [...]} (time
+inside the hook's callbacks and close()) as its last line.
 """
 
 from __future__ import annotations
@@ -45,13 +46,38 @@ def main() -> None:
     dshap = xgb.DMatrix(x[:500], label=y[:500])
     params = {"objective": "binary:logistic", "max_depth": 6, "eta": 0.1, "nthread": 1, "eval_metric": "logloss"}
 
+    class Timed(xgb.callback.TrainingCallback):
+        """The hook, with the time spent inside its callbacks (and close()) counted."""
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner, self.spent = inner, 0.0
+
+        def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+            t = time.perf_counter()
+            stop = self.inner.after_iteration(model, epoch, evals_log)
+            self.spent += time.perf_counter() - t
+            return bool(stop)
+
+        def after_training(self, model: Any) -> Any:
+            t = time.perf_counter()
+            model = self.inner.after_training(model)
+            if hasattr(self.inner, "close"):
+                self.inner.close()
+            self.spent += time.perf_counter() - t
+            return model
+
+    in_hook: list[float] = []
+
     def run(hook: Any) -> float:
+        timed = Timed(hook) if hook is not None else None
         t0 = time.perf_counter()
         xgb.train(params, dtrain, rounds, evals=[(dtrain, "train"), (dval, "validation")],
-                  callbacks=[hook] if hook is not None else None, verbose_eval=False)
-        if hook is not None and hasattr(hook, "close"):
-            hook.close()
-        return time.perf_counter() - t0
+                  callbacks=[timed] if timed is not None else None, verbose_eval=False)
+        elapsed = time.perf_counter() - t0
+        if timed is not None:
+            in_hook.append(timed.spent)
+        return elapsed
 
     def make(i: int) -> Any:
         d = out / f"{impl}-{config}-{i}"
@@ -66,7 +92,7 @@ def main() -> None:
     for i in range(repeats):
         plain.append(run(None))
         hooked.append(run(make(i)))
-    print(json.dumps({"plain_s": plain, "hook_s": hooked}))
+    print(json.dumps({"plain_s": plain, "hook_s": hooked, "in_hook_s": in_hook}))
 
 
 if __name__ == "__main__":
