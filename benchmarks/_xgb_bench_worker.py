@@ -1,6 +1,6 @@
 """One side of benchmarks/hook_overhead_xgb.py, run in murphy's venv or the smdebug+xgboost venv.
 
-usage: _xgb_bench_worker.py murphy|smdebug CONFIG ROUNDS REPEATS OUT_DIR
+usage: _xgb_bench_worker.py murphy|smdebug CONFIG ROUNDS REPEATS OUT_DIR [ROWS]
 CONFIG: ``defaults`` (Hook(out_dir): metrics every 10 rounds) or ``all10`` (every collection,
 every 10 rounds, with train and validation data). Alternates plain and hooked xgboost.train runs
 (same data, one thread); prints {"plain_s": [...], "hook_s": [...], "in_hook_s": [...]} (time
@@ -24,6 +24,7 @@ ALL = ["hyperparameters", "metrics", "losses", "predictions", "labels", "feature
 
 def main() -> None:
     impl, config, rounds, repeats, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])
+    rows = int(sys.argv[6]) if len(sys.argv) > 6 else 5000
     if impl == "smdebug":
         import pkg_resources
 
@@ -37,10 +38,10 @@ def main() -> None:
     import xgboost as xgb
 
     rng = np.random.default_rng(0)
-    z = rng.normal(size=6000)
-    x = (z[:, None] + 0.5 * rng.normal(size=(6000, 20))).astype(np.float32)
+    z = rng.normal(size=rows + 1000)
+    x = (z[:, None] + 0.5 * rng.normal(size=(rows + 1000, 20))).astype(np.float32)
     y = (z > 0).astype(np.float32)
-    dtrain, dval = xgb.DMatrix(x[:5000], label=y[:5000]), xgb.DMatrix(x[5000:], label=y[5000:])
+    dtrain, dval = xgb.DMatrix(x[:rows], label=y[:rows]), xgb.DMatrix(x[rows:], label=y[rows:])
     # SHAP (pred_contribs) costs O(rows x trees x leaves x depth^2) in xgboost itself, the same for
     # both hooks: computed on 500 rows, as a user passes a sample as train_data.
     dshap = xgb.DMatrix(x[:500], label=y[:500])

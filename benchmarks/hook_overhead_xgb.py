@@ -11,7 +11,7 @@ callbacks and close() per run, over the fastest plain run (what the hook itself 
 thread; the wall figures carry the shared machine's noise, several percent here). Targets: <= 3 %
 at the defaults, murphy below smdebug in every row.
 
-usage: python benchmarks/hook_overhead_xgb.py [--rounds 100] [--repeats 7] [--json out.json]
+usage: python benchmarks/hook_overhead_xgb.py [--rounds 100] [--repeats 7] [--rows 5000] [--configs defaults,all10] [--json out.json]
 """
 
 from __future__ import annotations
@@ -52,17 +52,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--rows", type=int, default=5000, help="training rows (the cost of a round)")
+    ap.add_argument("--configs", default="defaults,all10")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     pythons = {"murphy": sys.executable, "smdebug": smdebug_xgboost_python()}
+    configs = [c for c in args.configs.split(",") if c]
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="murphy-xgb-bench-") as tmp:
-        for config in ("defaults", "all10"):
+        for config in configs:
             for impl, python in pythons.items():
                 results[f"{impl}/{config}"] = run_json(
-                    [python, WORKER, impl, config, str(args.rounds), str(args.repeats), tmp])
+                    [python, WORKER, impl, config, str(args.rounds), str(args.repeats), tmp, str(args.rows)])
     rows, verdicts = [], []
-    for config in ("defaults", "all10"):
+    for config in configs:
         m = overhead(results[f"murphy/{config}"])
         s = overhead(results[f"smdebug/{config}"])
         rows.append([config, f"{1000 * m[0]:.0f}", f"{1000 * m[1]:.0f}", f"{m[2]:+.1f} %", f"{m[3]:.1f} %",
@@ -71,7 +74,7 @@ def main() -> None:
                         f"({'below' if m[3] < s[3] else 'NOT below'} smdebug); wall {m[2]:+.1f} % vs {s[2]:+.1f} %"
                         + (f"; target <= {DEFAULTS_TARGET:g} % (in-hook): {'met' if m[3] <= DEFAULTS_TARGET else 'MISSED'}"
                            if config == "defaults" else ""))
-    print(f"XGBoost hook overhead — {machine()}, {args.rounds} rounds of 5000x20, depth 6, one thread, "
+    print(f"XGBoost hook overhead — {machine()}, {args.rounds} rounds of {args.rows}x20, depth 6, one thread, "
           f"{args.repeats} paired repeats\n")
     print(table(["config", "plain ms", "murphy ms", "murphy wall", "murphy in-hook", "plain ms (smd venv)",
                  "smdebug ms", "smdebug wall", "smdebug in-hook"], rows))

@@ -22,7 +22,6 @@ The hook never breaks training: every callback runs under the hook's error guard
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import sys
@@ -40,8 +39,8 @@ from murphy.exceptions import HookError
 from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig
 from murphy.hook.guard import LOGGER_NAME
-from murphy.hook.writer import BackgroundWriter, _Flush
 from murphy.hook.xgboost_data import DataError, load_dmatrix
+from murphy.hook.xgboost_io import InlineWriter, xgboost_save_config
 from murphy.hook.xgboost_names import (
     DEFAULT_INCLUDE_COLLECTIONS,
     DEFAULT_SAVE_INTERVAL,
@@ -84,21 +83,6 @@ def _data(value: DataArg, what: str) -> xgboost.DMatrix | None:
         raise HookError(f"{what}: {e}") from e
 
 
-class _InlineWriter(BackgroundWriter):
-    """The background writer's work, done at once on the calling thread (same order, same guard)."""
-
-    def _put(self, item: object, force: bool = False) -> None:
-        if self._closed and not force:
-            return
-        if isinstance(item, _Flush):
-            item.done.set()
-        elif not self._guard.disabled:
-            self._handle(item)
-
-    def close(self, timeout: float | None = None) -> None:
-        self._closed = True
-
-
 class Hook(BaseHook, xgboost.callback.TrainingCallback):
     """smdebug's XGBoost hook: ``xgboost.train(params, dtrain, callbacks=[hook])``."""
 
@@ -132,7 +116,7 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             # A round saves a few small tensors; handing them to a thread costs more (waking it,
             # then GIL hand-offs while xgboost runs) than writing two local files here, which
             # is what smdebug does too. Remote stores keep the background writer.
-            self._writer = _InlineWriter(self.store, self.worker, self.backend, self.guard)
+            self._writer = InlineWriter(self.store, self.worker, self.backend, self.guard)
         # smdebug's XGBoost default is ``metrics`` (the base hook's is PyTorch's ``losses``).
         included = set(DEFAULT_INCLUDE_COLLECTIONS) | set(include_collections or ())
         if include_regex:
@@ -164,7 +148,7 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         """A hook configured by a parsed :class:`HookConfig` (save interval 10 unless set)."""
         hook = cls(
             out_dir=cfg.out_dir,
-            save_config=_xgboost_default_interval(cfg),
+            save_config=xgboost_save_config(cfg),
             include_regex=list(cfg.include_regex) or None,
             include_collections=list(cfg.include_collections),
             save_all=cfg.save_all,
@@ -372,20 +356,6 @@ def _round_dumps(model: xgboost.Booster, epoch: int) -> tuple[Sequence[str], int
         rounds = max(1, model.num_boosted_rounds())
         per_round = max(1, len(everything) // rounds)
         return everything[epoch * per_round : (epoch + 1) * per_round], epoch * per_round
-
-
-def _xgboost_default_interval(cfg: HookConfig) -> SaveConfig:
-    """The hook's save config, with XGBoost's default interval (10) where none was given."""
-    if cfg.save_config is None:
-        return SaveConfig(save_interval=DEFAULT_SAVE_INTERVAL)
-    if any(k.rpartition(".")[2] == "save_interval" for k in cfg.hook_parameters):
-        return cfg.save_config
-    modes = {
-        mode: dataclasses.replace(c, save_interval=DEFAULT_SAVE_INTERVAL)
-        for mode, c in cfg.save_config.mode_save_configs.items()
-        if c is not None
-    }
-    return SaveConfig(mode_save_configs=modes)
 
 
 _HOOK: Hook | None = None
