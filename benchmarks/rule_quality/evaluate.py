@@ -75,7 +75,10 @@ def applicable(rule: str, trial: Any) -> bool:
         "ClassImbalance": lambda: _any(names, r".*labels"),
         "TreeDepth": lambda: _any(names, r"(^|.*/)trees/Node$"),
         "FeatureImportanceOverweight": lambda: _any(names, r".*feature_importance/weight"),
-        "Confusion": lambda: "labels" in names and "predictions" in names,
+        # Judged on the XGBoost runs only: on the PyTorch runs it fires at the first evaluation of
+        # every classification run (an untrained network's confusion matrix is far from diagonal,
+        # which is what it reports); judging it there needs a start_step past warm-up.
+        "Confusion": lambda: "labels" in names and "predictions" in names and is_xgboost_run(names),
     }
     check = needs.get(rule)
     return True if check is None else bool(check())
