@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch is pinned and installed first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[dev,s3,torch,service,postgres,docker,kubernetes]" "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e ".[dev,s3,torch,service,postgres,docker,kubernetes,xgboost]" "$(TORCH_PIN)"
 	touch $(STAMP)
 
 demo: setup
@@ -35,6 +35,7 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/hook_overhead.py
+	$(PY) benchmarks/hook_overhead_xgb.py
 	$(PY) benchmarks/trial_read.py
 	$(PY) benchmarks/detection_latency.py
 	$(PY) benchmarks/rule_throughput.py
@@ -49,7 +50,7 @@ images: setup
 	infra/images/build.sh all
 
 images-cpu: setup
-	infra/images/build.sh base python pytorch-cpu demo rules
+	infra/images/build.sh base python pytorch-cpu demo rules xgboost
 
 # The one-command local deployment (docs/deployment.md): murphy with the Docker runtime,
 # SeaweedFS (S3) and PostgreSQL on 127.0.0.1, through docker compose when it works, else as

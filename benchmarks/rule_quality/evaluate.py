@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from murphy.core.modes import ModeKeys
+from murphy.rules.builtin._metric_pairs import validation_pairs
 from murphy.rules.engine import evaluate_rule
 from murphy.rules.registry import lookup
 from murphy.trial import create_trial
@@ -19,7 +20,7 @@ from murphy.trial import create_trial
 RULES: tuple[str, ...] = (
     "ExplodingTensor", "VanishingGradient", "LossNotDecreasing", "Overfit", "Overtraining",
     "AllZero", "WeightUpdateRatio", "PoorWeightInitialization", "SaturatedActivation",
-    "DeadRelu", "ClassImbalance", "UnchangedTensor",
+    "DeadRelu", "ClassImbalance", "UnchangedTensor", "TreeDepth", "FeatureImportanceOverweight", "Confusion",
 )
 # Parameters that differ from AWS's defaults, with the reason (printed and documented).
 OVERRIDES: dict[str, tuple[dict[str, str], str]] = {}
@@ -42,20 +43,42 @@ def _any(names: list[str], pattern: str) -> bool:
     return any(rx.match(n) for n in names)
 
 
+# Rules that read every saved tensor by default. On an XGBoost run that includes the tree table
+# (leaves have NaN splits, round 0's tree ids are all 0) and the validation labels (the same at
+# every round), which they flag whatever the training does, so they are not judged there (AWS
+# lists ExplodingTensor and the weight/activation rules for deep learning only; on XGBoost, give
+# AllZero / UnchangedTensor a tensor_regex, see docs/xgboost.md).
+EVERY_TENSOR_RULES = frozenset({"ExplodingTensor", "AllZero", "UnchangedTensor", "VanishingGradient",
+                                "WeightUpdateRatio", "PoorWeightInitialization", "SaturatedActivation",
+                                "DeadRelu"})
+
+
+def is_xgboost_run(names: list[str]) -> bool:
+    return _any(names, r"^(trees|feature_importance)/")
+
+
 def applicable(rule: str, trial: Any) -> bool:
     """Whether ``trial`` holds the tensors ``rule`` reads with its default parameters."""
     names = list(trial.tensor_names())
+    if rule in EVERY_TENSOR_RULES and is_xgboost_run(names):
+        return False
     losses = list(trial.tensor_names(collection="losses")) if "losses" in trial.collections() else []
     needs = {
         "VanishingGradient": lambda: _any(names, "^gradient/"),
         "WeightUpdateRatio": lambda: _any(names, r"^(?!gradient).*weight"),
         "LossNotDecreasing": lambda: bool(losses),
         "Overtraining": lambda: bool(losses),
-        "Overfit": lambda: bool(losses) and bool(trial.steps(mode=ModeKeys.EVAL)),
+        "Overfit": lambda: bool(losses) and (bool(trial.steps(mode=ModeKeys.EVAL)) or bool(validation_pairs(losses))),
         "PoorWeightInitialization": lambda: _any(names, r".*relu_input|^gradient/") or bool(losses),
         "SaturatedActivation": lambda: _any(names, r".*tanh_input|.*sigmoid_input"),
         "DeadRelu": lambda: _any(names, r".*relu_output"),
         "ClassImbalance": lambda: _any(names, r".*labels"),
+        "TreeDepth": lambda: _any(names, r"(^|.*/)trees/Node$"),
+        "FeatureImportanceOverweight": lambda: _any(names, r".*feature_importance/weight"),
+        # Judged on the XGBoost runs only: on the PyTorch runs it fires at the first evaluation of
+        # every classification run (an untrained network's confusion matrix is far from diagonal,
+        # which is what it reports); judging it there needs a start_step past warm-up.
+        "Confusion": lambda: "labels" in names and "predictions" in names and is_xgboost_run(names),
     }
     check = needs.get(rule)
     return True if check is None else bool(check())

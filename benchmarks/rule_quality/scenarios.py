@@ -17,9 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import torch
 
+from . import xgb_scenarios as xgbs
 from .harness import Plan, RunLog, gaussian_classes, teacher_classes, teacher_regression, train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +64,7 @@ def adam(lr: float) -> Callable[[list[torch.nn.Parameter]], torch.optim.Optimize
     return lambda ps: torch.optim.Adam(ps, lr=lr)
 
 
-Runner = Callable[[bool, int, str], RunLog]
+Runner = Callable[[bool, int, str], RunLog | xgbs.XgbLog]
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class Fault:
     rules: tuple[str, ...]
     what: str
     run: Runner
-    onset: Callable[[RunLog], int | None]
+    onset: Callable[[Any], int | None]
 
 
 def at_start(_: RunLog) -> int | None:
@@ -250,4 +252,17 @@ FAULTS: tuple[Fault, ...] = (
           class_imbalance, at_start),
     Fault("saturated_tanh", ("SaturatedActivation",), "unnormalised inputs (x*20+255) into tanh",
           saturated_tanh, at_start),
+    # XGBoost (xgb_scenarios.py): xgboost.train runs recorded by murphy.hook.xgboost.
+    Fault("xgb_leaky_feature", ("FeatureImportanceOverweight",), "XGBoost: a column = label + N(0, 0.1)",
+          xgbs.leaky_feature, xgbs.at_start),
+    Fault("xgb_shallow_trees", ("TreeDepth",), "XGBoost: gamma 40 (healthy: 0), max_depth 6",
+          xgbs.shallow_trees, xgbs.at_start),
+    Fault("xgb_frozen_booster", ("LossNotDecreasing",), "XGBoost: eta 0 (healthy: 0.1)",
+          xgbs.frozen_booster, xgbs.at_start),
+    Fault("xgb_memorising", ("Overfit", "Overtraining"), "XGBoost: 80 rows, 25 % flipped labels, depth 10, eta 0.5",
+          xgbs.memorising, xgbs.val_minimum),
+    Fault("xgb_class_imbalance", ("ClassImbalance",), "XGBoost: 99:1 labels (healthy: 50:50)",
+          xgbs.imbalanced_labels, xgbs.at_start),
+    Fault("xgb_noise_labels", ("Confusion",), "XGBoost: labels independent of the features",
+          xgbs.noise_labels, xgbs.at_start),
 )

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds murphy's container images locally (no registry), in dependency order.
 #
-#   infra/images/build.sh [NAME...]     NAME: base python pytorch-cpu pytorch-gpu demo rules, and
+#   infra/images/build.sh [NAME...]     NAME: base python pytorch-cpu pytorch-gpu demo rules xgboost, and
 #                                       server seaweedfs postgres (`make up`'s deployment; also
 #                                       python-deps); default: all of them
 #
@@ -15,6 +15,7 @@
 #   murphy/pytorch-gpu:latest             python-deps + torch (CUDA, from PyPI) + murphy[s3]
 #   murphy/linear-regression-demo:latest  pytorch-cpu (the seed demo)
 #   murphy/rule-evaluator:latest          python, `python -m murphy.rules` entry point
+#   murphy/xgboost:latest                 python-deps + xgboost-cpu + murphy[s3]: SageMaker's XGBoost algorithm
 #   murphy/server:latest                  python-deps + murphy[s3,service,postgres,docker] (`murphy server`)
 #   murphy/seaweedfs:latest               base + SeaweedFS's `weed` (the S3 store of `make up`)
 #   murphy/postgres:latest                base + Debian's PostgreSQL 15 (the job store of `make up`)
@@ -32,7 +33,7 @@ PY_TAG=cp311
 CACHE=${MURPHY_IMAGES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/murphy-images}
 VERBOSE=${VERBOSE:-0}
 
-ORDER=(base python-deps python pytorch-cpu pytorch-gpu demo rules server seaweedfs postgres)
+ORDER=(base python-deps python pytorch-cpu pytorch-gpu demo rules xgboost server seaweedfs postgres)
 declare -A TAG=(
     [base]=murphy/base:bookworm
     [python-deps]=murphy/python-deps:latest
@@ -41,6 +42,7 @@ declare -A TAG=(
     [pytorch-gpu]=murphy/pytorch-gpu:latest
     [demo]=murphy/linear-regression-demo:latest
     [rules]=murphy/rule-evaluator:latest
+    [xgboost]=murphy/xgboost:latest
     [server]=murphy/server:latest
     [seaweedfs]=murphy/seaweedfs:latest
     [postgres]=murphy/postgres:latest
@@ -52,6 +54,7 @@ declare -A DIR=(
     [pytorch-gpu]=training_images/pytorch-gpu
     [demo]=training_images/demo
     [rules]=rule_containers
+    [xgboost]=training_images/xgboost
     [server]=infra/images/server
     [seaweedfs]=infra/images/seaweedfs
     [postgres]=infra/images/postgres
@@ -63,6 +66,7 @@ declare -A PARENT=(
     [pytorch-gpu]=python-deps
     [demo]=pytorch-cpu
     [rules]=python
+    [xgboost]=python-deps
     [server]=python-deps
     [seaweedfs]=base
     [postgres]=base
@@ -221,7 +225,7 @@ build_image() {
     cp -a "$WORK/build-ca" "$ctx/"
     case $name in
         python-deps) cp "$WORK/requirements.txt" "$ctx/" ;;
-        python|pytorch-gpu) cp -a "$WORK/wheels" "$ctx/" ;;
+        python|pytorch-gpu|xgboost) cp -a "$WORK/wheels" "$ctx/" ;;
         server)
             cp -a "$WORK/wheels" "$ctx/"
             server_requirements >"$ctx/requirements.txt" ;;

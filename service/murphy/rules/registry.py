@@ -33,6 +33,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "Confusion": "confusion",
     "FeatureImportanceOverweight": "feature_importance_overweight",
     "TreeDepth": "tree_depth",
+    "CreateXgboostReport": "create_xgboost_report",
 }
 BUILTIN_RULE_NAMES: tuple[str, ...] = tuple(BUILTIN_MODULES)
 

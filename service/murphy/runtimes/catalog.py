@@ -15,6 +15,7 @@ the JSON file named by ``Settings.image_catalog`` come before the built-ins; its
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import os
@@ -42,6 +43,9 @@ class CatalogEntry:
     description: str = ""
     #: The local image the Docker runtime runs for it ("" = the image URI itself).
     docker_image: str = ""
+    #: A ``command`` image that runs script mode instead when the job names a
+    #: ``sagemaker_program`` (SageMaker's framework images with a built-in algorithm: XGBoost).
+    script_mode_with_program: bool = False
 
     def matches(self, image: str) -> bool:
         return fnmatch.fnmatchcase(image, self.pattern)
@@ -52,6 +56,9 @@ DEMO_IMAGE = "murphy/linear-regression-demo:latest"
 RULE_IMAGE = "murphy/rule-evaluator:latest"
 CPU_IMAGE = "murphy/pytorch-cpu:latest"
 GPU_IMAGE = "murphy/pytorch-gpu:latest"
+XGBOOST_IMAGE = "murphy/xgboost:latest"
+_XGBOOST = (PYTHON, "-m", "murphy.algorithms.xgboost")
+_XGB = "SageMaker's XGBoost algorithm (script mode with sagemaker_program)"
 _SEED = "the seed's linear regression"
 #: What SDK 3.x's ``sagemaker.core.debugger.Rule.sagemaker()`` leaves in ``image_uri`` (2.x looked
 #: the regional image up instead). Only built-in rules are made that way (``Rule.custom`` needs an
@@ -73,6 +80,11 @@ BUILTIN_ENTRIES: tuple[CatalogEntry, ...] = (
     CatalogEntry("*pytorch-training:*-gpu-*", "script-mode", (), "AWS PyTorch GPU training images", GPU_IMAGE),
     CatalogEntry("*/pytorch-training:*", "script-mode", (), "AWS PyTorch training images", CPU_IMAGE),
     CatalogEntry("*pytorch-training*", "script-mode", (), "AWS PyTorch training images", CPU_IMAGE),
+    # sagemaker.image_uris.retrieve("xgboost", region, "1.7-1"):
+    # <account>.dkr.ecr.<region>.amazonaws.com/sagemaker-xgboost:1.7-1
+    CatalogEntry("*/sagemaker-xgboost:*", "command", _XGBOOST, _XGB, XGBOOST_IMAGE, script_mode_with_program=True),
+    CatalogEntry("sagemaker-xgboost:*", "command", _XGBOOST, _XGB, XGBOOST_IMAGE, script_mode_with_program=True),
+    CatalogEntry("murphy/xgboost:*", "command", _XGBOOST, "murphy's XGBoost image", script_mode_with_program=True),
 )
 
 
@@ -94,6 +106,8 @@ class ImageCatalog:
         is a hyperparameter. Raises :class:`RuntimeBackendError` for an unknown image."""
         for entry in self.entries:
             if entry.matches(image):
+                if entry.script_mode_with_program and hyperparameters and _PROGRAM_HP in hyperparameters:
+                    return dataclasses.replace(entry, kind="script-mode", command=())
                 return entry
         if hyperparameters and _PROGRAM_HP in hyperparameters:
             return CatalogEntry(image, "script-mode", (), "script mode (sagemaker_program)")

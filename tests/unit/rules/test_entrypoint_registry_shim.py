@@ -15,9 +15,10 @@ from murphy.trial import StepState, create_trial, no_refresh
 from murphy.trial.trial import Trial
 
 
-def test_the_twenty_aws_names() -> None:
-    assert len(registry.BUILTIN_RULE_NAMES) == 20
-    assert {"ExplodingTensor", "VanishingGradient", "StalledTrainingRule", "NLPSequenceRatio", "TreeDepth"} <= set(
+def test_the_twenty_aws_names_and_the_xgboost_report() -> None:
+    assert len(registry.BUILTIN_RULE_NAMES) == 21
+    assert {"ExplodingTensor", "VanishingGradient", "StalledTrainingRule", "NLPSequenceRatio", "TreeDepth",
+            "CreateXgboostReport"} <= set(
         registry.BUILTIN_RULE_NAMES
     )
 

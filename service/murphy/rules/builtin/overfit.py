@@ -17,11 +17,14 @@ from murphy.rules.builtin._common import (
     require,
     scalar,
 )
+from murphy.rules.builtin._metric_pairs import first_value, validation_pairs
 from murphy.rules.params import as_float, as_int
 from murphy.rules.rule import Rule
 
 # The val-train gap must exceed this many standard errors of the mean train loss.
 NOISE_SE = 3.0
+# XGBoost pairs: the validation metric must be this fraction above its lowest value so far.
+VAL_RISE = 0.001
 
 
 class Overfit(Rule):
@@ -43,6 +46,14 @@ class Overfit(Rule):
     noise alone, and a converged healthy model (val ~= train) crossed 10 % at one evaluation
     in a third of the healthy runs of ``benchmarks/rule_quality``. A real train/val gap
     (memorised training data) is many standard errors wide.
+
+    XGBoost runs have no modes: their GLOBAL metrics ``train-<m>`` / ``validation-<m>`` (see
+    ``_metric_pairs``) are judged at every step where both were saved, with ``train`` and
+    ``val`` the two metrics' values (whole-data-set metrics, no batch noise). A step counts as
+    over the threshold when the ratio exceeds ``ratio_threshold`` *and* the validation metric
+    is more than 0.1 % above its lowest value so far: boosting drives the training metric
+    towards 0, so the ratio alone grows on every healthy run; overfitting is the gap growing
+    while the validation metric gets worse (the point where early stopping would stop).
     """
 
     def __init__(
@@ -67,6 +78,7 @@ class Overfit(Rule):
         self.ratio_threshold = as_float(ratio_threshold, "ratio_threshold", n)
         self._strikes: dict[str, int] = {}
         self._judged: dict[str, set[int]] = {}
+        self._val_low: dict[str, float] = {}
 
     def _runs(self, name: str, step: int) -> tuple[list[float], list[float]]:
         """(val losses of the current eval run, train losses of the latest train run)."""
@@ -111,9 +123,13 @@ class Overfit(Rule):
 
     def invoke_at_step(self, step: int) -> bool:
         trial = self.base_trial
-        if step < self.start_step or trial.mode(step) not in (ModeKeys.EVAL, ModeKeys.TRAIN):
+        if step < self.start_step:
             return False
         names = loss_names(trial, None, self.tensor_regex, use_losses_collection=not self.tensor_regex)
+        if trial.mode(step) is ModeKeys.GLOBAL:
+            return self._invoke_pairs(step, names)
+        if trial.mode(step) not in (ModeKeys.EVAL, ModeKeys.TRAIN):
+            return False
         for name in names:
             end = self._pass_end(name, step)
             if end is None or end < self.start_step or end in self._judged.setdefault(name, set()):
@@ -124,6 +140,34 @@ class Overfit(Rule):
                 continue
             if self._judge(name, step, end, val, train):
                 return True
+        return False
+
+    def _invoke_pairs(self, step: int, names: list[str]) -> bool:
+        """XGBoost: judge each train/validation metric pair saved at ``step``."""
+        trial = self.base_trial
+        for train_name, val_name in validation_pairs(names):
+            if step not in trial.tensor(train_name).steps() or step not in trial.tensor(val_name).steps():
+                continue
+            if step in self._judged.setdefault(val_name, set()):
+                continue
+            self._judged[val_name].add(step)
+            train = first_value(trial.tensor(train_name).value(step))
+            val = first_value(trial.tensor(val_name).value(step))
+            low = self._val_low.get(val_name)
+            self._val_low[val_name] = val if low is None else min(low, val)
+            ratio = (val - train) / max(abs(train), 1e-12)
+            rising = low is not None and val > low + abs(low) * VAL_RISE
+            over = ratio > self.ratio_threshold and rising
+            strikes = self._strikes[val_name] = self._strikes.get(val_name, 0) + 1 if over else 0
+            if strikes >= self.patience:
+                assert low is not None
+                message = (
+                    f"{self.rule_name}: at step {step} {val_name} = {fmt(val)} vs {train_name} = "
+                    f"{fmt(train)}, ratio {fmt(ratio)} > threshold {fmt(self.ratio_threshold)}, and "
+                    f"{val_name} is above its lowest value {fmt(low)} for {strikes} save(s): the "
+                    f"model fits the training data better while validation gets worse"
+                )
+                return self.found(step, message, tensor=val_name, value=ratio)
         return False
 
     def _judge(self, name: str, step: int, end: int, val: list[float], train: list[float]) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 
 from murphy.core.modes import ModeKeys
 from murphy.rules.builtin._common import fmt, loss_names, reject_unknown, require, scalar
+from murphy.rules.builtin._metric_pairs import first_value, validation_pairs
 from murphy.rules.params import as_float, as_int
 from murphy.rules.rule import Rule
 
@@ -58,6 +59,11 @@ class Overtraining(Rule):
     progress, or a small model near its floor), not overtraining: on the healthy runs of
     ``benchmarks/rule_quality`` (saves every step) the training-only criterion fired on 28
     of 33. The validation criterion (``patience_validation``) is judged on its own.
+
+    XGBoost runs have no modes (GLOBAL saves): a metric ``<eval>-<m>`` whose evaluation set is
+    not ``train`` and that has a ``train-<m>`` sibling (see ``_metric_pairs``) is the validation
+    loss of that pair (judged raw, ``patience_validation``), and the training metric's plateau
+    needs the sibling's agreement exactly as a TRAIN loss needs its EVAL saves.
     """
 
     def __init__(
@@ -84,6 +90,9 @@ class Overtraining(Rule):
         self._recent: dict[str, _Recent] = {}
         # per loss: (lowest validation loss, its step, the latest EVAL step seen)
         self._val_low: dict[str, tuple[float, int, int]] = {}
+        # XGBoost: validation metric -> its training sibling, training metric -> validation.
+        self._val_of: dict[str, str] = {}
+        self._train_of: dict[str, str] = {}
 
     def _running_mean(self, name: str, step: int, loss: float) -> float | None:
         """The mean of the last ``patience_train`` training saves; None until there are that many."""
@@ -100,41 +109,57 @@ class Overtraining(Rule):
         mode = trial.mode(step) or ModeKeys.GLOBAL
         if mode is ModeKeys.PREDICT:
             return False
-        is_eval = mode is ModeKeys.EVAL
-        patience = self.patience_validation if is_eval else self.patience_train
-        for name in loss_names(trial, None, None):
+        names = loss_names(trial, None, None)
+        if mode is ModeKeys.GLOBAL:
+            for train_name, val_name in validation_pairs(names):
+                self._val_of[val_name], self._train_of[train_name] = train_name, val_name
+            # Validation metrics first: a training plateau at this step sees this evaluation.
+            names.sort(key=lambda n: n not in self._val_of)
+        for name in names:
             if step not in trial.tensor(name).steps():
                 continue
-            raw = scalar(trial.tensor(name).value(step))
-            if is_eval:
-                self._note_validation(name, step, raw)
-            mean = raw if is_eval else self._running_mean(name, step, raw)
-            if mean is None:
-                continue
-            loss = mean
-            best = self._best.get((mode, name))
-            if best is None or loss < best.loss - self.delta:
-                self._best[(mode, name)] = _Best(loss, step, step)
-                continue
-            if step <= best.last:
-                continue
-            best.last, best.stale = step, best.stale + 1
-            if best.stale >= patience and (is_eval or self._validation_agrees(name, best.since)):
-                kind = "validation" if is_eval else "training"
-                message = (
-                    f"{self.rule_name}: {kind} loss {name} has not improved by more than "
-                    f"{fmt(self.delta)} for {best.stale} saved steps (patience {patience}) at step "
-                    f"{step}: {fmt(loss)} vs best {fmt(best.loss)}"
-                )
-                if not is_eval and (ModeKeys.EVAL, name) in self._best:
-                    message += "; the validation loss has not improved since either"
-                return self.found(step, message, tensor=name, value=loss)
+            is_eval = mode is ModeKeys.EVAL or name in self._val_of
+            if self._judge(name, step, ModeKeys.EVAL if is_eval else mode, is_eval):
+                return True
+        return False
+
+    def _judge(self, name: str, step: int, mode: ModeKeys, is_eval: bool) -> bool:
+        patience = self.patience_validation if is_eval else self.patience_train
+        value = self.base_trial.tensor(name).value(step)
+        raw = first_value(value) if name in self._val_of or name in self._train_of else scalar(value)
+        if is_eval:
+            self._note_validation(name, step, raw)
+        mean = raw if is_eval else self._running_mean(name, step, raw)
+        if mean is None:
+            return False
+        loss = mean
+        best = self._best.get((mode, name))
+        if best is None or loss < best.loss - self.delta:
+            self._best[(mode, name)] = _Best(loss, step, step)
+            return False
+        if step <= best.last:
+            return False
+        best.last, best.stale = step, best.stale + 1
+        if best.stale >= patience and (is_eval or self._validation_agrees(name, best.since)):
+            kind = "validation" if is_eval else "training"
+            message = (
+                f"{self.rule_name}: {kind} loss {name} has not improved by more than "
+                f"{fmt(self.delta)} for {best.stale} saved steps (patience {patience}) at step "
+                f"{step}: {fmt(loss)} vs best {fmt(best.loss)}"
+            )
+            if not is_eval and ((ModeKeys.EVAL, name) in self._best or name in self._train_of):
+                message += "; the validation loss has not improved since either"
+            return self.found(step, message, tensor=name, value=loss)
         return False
 
     def _validation_agrees(self, name: str, plateau_start: int) -> bool:
         """Whether a training plateau that began at ``plateau_start`` counts: always for a loss
         without EVAL saves; otherwise only when the validation loss reached no new minimum
         since (its lowest value is older) and was evaluated at least once since."""
+        sibling = self._train_of.get(name)
+        if sibling is not None:
+            low = self._val_low.get(sibling)
+            return low is not None and low[1] < plateau_start < low[2]
         if not self.base_trial.tensor(name).steps(mode=ModeKeys.EVAL):
             return True
         low = self._val_low.get(name)
