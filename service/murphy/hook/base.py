@@ -53,6 +53,10 @@ def worker_name(rank: int) -> str:
 class BaseHook:
     """Framework-neutral tensor capture with smdebug's semantics (see ``docs/hook.md``)."""
 
+    # smdebug names a reduction of ``loss:0`` ``.../mean/loss`` for every framework but
+    # TensorFlow, which keeps the output index (``.../mean/loss:0``).
+    _reduction_keeps_output_index = False
+
     def __init__(
         self,
         out_dir: str | os.PathLike[str] | ObjectStore | None = None,
@@ -285,7 +289,7 @@ class BaseHook:
         backend = self.backend
         if not self._writes:
             return
-        base = strip_output_index(name)
+        base = name if self._reduction_keeps_output_index else strip_output_index(name)
         for op, is_abs in reductions:
             self._records.append(Record(reduction_tensor_name(base, op, is_abs), backend.reduce(value, op, is_abs)))
         tshape = backend.shape(value) if shape else None
