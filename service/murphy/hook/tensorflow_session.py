@@ -227,7 +227,6 @@ class SessionHook(tf.train.SessionRunHook, BaseHook):  # type: ignore[misc]
                     self._save(name, value)
             fetches = {n: t for n, t in fetches.items() if n not in reads}
         if not fetches:
-            self._end_step()
             return None
         self._fetching = True
         return tf.train.SessionRunArgs(fetches)
@@ -243,12 +242,8 @@ class SessionHook(tf.train.SessionRunHook, BaseHook):  # type: ignore[misc]
         if isinstance(results, dict):
             for name, value in results.items():
                 self._save(name, value)
-        # Off to the writer now, not at the next step's start: rules see the step sooner.
-        self._end_step()
-
-    def end(self, session: Any) -> None:
-        """The MonitoredSession closes: hand everything queued to the writer."""
-        self.guard.run("end", self._end_step)
+        # The step goes to the writer when the next one starts (or at close): a scalar saved
+        # after this run still belongs to it, and a step is written once.
 
     # ---- fetch selection -------------------------------------------------------------------
 
