@@ -4,7 +4,6 @@ it with this checkout's murphy first on the path, and trial dumps by murphy and 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
