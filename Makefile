@@ -26,7 +26,7 @@ test: setup
 	$(PY) -m pytest -q tests
 
 test-fast: setup
-	$(PY) -m pytest -q tests -m "not compat and not slow"
+	$(PY) -m pytest -q tests -m "not compat and not slow and not tf"
 
 lint: setup
 	$(VENV)/bin/ruff check service tests benchmarks training_images
