@@ -9,12 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
+import tf_harness as th
 
 from murphy.container.env import OptMl
 from murphy.container.toolkit import Toolkit
 from murphy.trial import create_trial
-
-import tf_harness as th
 
 pytestmark = pytest.mark.tf
 
