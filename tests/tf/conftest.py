@@ -37,3 +37,11 @@ def session_runs(tf_python: str, tmp_path_factory: pytest.TempPathFactory) -> Pa
     base = tmp_path_factory.mktemp("tf-session")
     th.run_tf(tf_python, [str(th.SIDE / "session_runs.py"), str(base)])
     return base
+
+
+@pytest.fixture(scope="session")
+def keras_runs(tf_python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tf_side/keras_runs.py's runs (fit, fit_jit, tape)."""
+    base = tmp_path_factory.mktemp("tf-keras")
+    th.run_tf(tf_python, [str(th.SIDE / "keras_runs.py"), str(base)])
+    return base

@@ -20,6 +20,7 @@ from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig, SaveConfigMode
 from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig
+from murphy.hook.tensorflow_keras import KerasHook
 from murphy.hook.tensorflow_session import EstimatorHook, SessionHook
 
 # smdebug spells it ``smd.modes.TRAIN``.
@@ -29,6 +30,7 @@ __all__ = [
     "Collection",
     "CollectionKeys",
     "EstimatorHook",
+    "KerasHook",
     "ModeKeys",
     "ReductionConfig",
     "SaveConfig",
@@ -39,7 +41,7 @@ __all__ = [
     "set_hook",
 ]
 
-_HOOKS: dict[str, Any] = {"session": SessionHook, "estimator": SessionHook}
+_HOOKS: dict[str, Any] = {"session": SessionHook, "estimator": SessionHook, "keras": KerasHook}
 _HOOK: BaseHook | None = None
 
 
@@ -53,7 +55,7 @@ def get_hook(
     like smdebug outside SageMaker)."""
     global _HOOK
     if _HOOK is None and create_if_not_exists:
-        cls = _HOOKS.get(hook_type or "session")
+        cls = _HOOKS.get(hook_type or "keras")
         if cls is None:
             raise ValueError(f"hook_type must be one of {sorted(_HOOKS)}, got {hook_type!r}")
         path = json_config_path if json_config_path is not None else HookConfig.default_path()
