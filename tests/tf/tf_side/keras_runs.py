@@ -67,7 +67,7 @@ def tape(out_dir: Path) -> None:
             truth[f"{v.path}|{step}"] = g.numpy()
             truth[f"w:{v.path}|{step}"] = v.numpy()
         hook.save_tensor("custom/scaled_loss", loss * 2.0, "custom")
-        opt.apply_gradients(zip(grads, m.trainable_variables))
+        opt.apply_gradients(zip(grads, m.trainable_variables, strict=True))
     hook.close()
     np.savez(str(out_dir) + ".truth.npz", **{k.replace("/", "~"): v for k, v in truth.items()})
 
