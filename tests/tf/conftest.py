@@ -45,3 +45,11 @@ def keras_runs(tf_python: str, tmp_path_factory: pytest.TempPathFactory) -> Path
     base = tmp_path_factory.mktemp("tf-keras")
     th.run_tf(tf_python, [str(th.SIDE / "keras_runs.py"), str(base)])
     return base
+
+
+@pytest.fixture(scope="session")
+def rule_runs(tf_python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tf_side/rule_runs.py's runs (healthy, frozen, tiny, zeros)."""
+    base = tmp_path_factory.mktemp("tf-rules")
+    th.run_tf(tf_python, [str(th.SIDE / "rule_runs.py"), str(base)])
+    return base
