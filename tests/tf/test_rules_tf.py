@@ -3,10 +3,12 @@ exactly the rules it should fire fire, at the step it goes wrong; the healthy ru
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tf_harness as th
 
 from murphy.rules import evaluate_rule
 from murphy.rules.builtin.all_zero import AllZero
@@ -51,3 +53,22 @@ def test_rule_verdicts_on_tf_runs(run: str, rule_runs: Path, seed_run: tuple[Pat
         got[name] = outcome.step if outcome.status == "IssuesFound" else outcome.status
     want = {name: EXPECTED[run].get(name, "NoIssuesFound") for name in RULES}
     assert got == want
+
+
+def test_two_workers_are_read_identically(tf_python: str, tmp_path: Path, smdebug_python: str) -> None:
+    """Two ranks (RANK/WORLD_SIZE, as a launcher sets them) with include_workers="all"."""
+    out = tmp_path / "two"
+    procs = [
+        subprocess.Popen([tf_python, str(th.SIDE / "rule_runs.py"), str(out), "--worker"],
+                         env=th.tf_env({"RANK": str(r), "WORLD_SIZE": "2"}), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+        for r in range(2)
+    ]
+    for p in procs:
+        log, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, log[-3000:]
+    (out / "training_job_end.ts").write_bytes(b"")
+    trial = create_trial(str(out))
+    assert sorted(trial.workers()) == ["worker_0", "worker_1"] and trial.num_workers == 2
+    assert sorted(trial.tensor("loss/loss:0").workers(0)) == ["worker_0", "worker_1"]
+    assert th.same_reading(out, smdebug_python, skip=lambda k: k.endswith("|l2")) == []

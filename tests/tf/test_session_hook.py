@@ -139,3 +139,12 @@ def test_tensor_needing_an_unfed_placeholder_is_skipped(session_runs: Path) -> N
     trial = create_trial(str(session_runs / "unfed"))
     assert trial.tensor_names() == ["side:0"]
     assert trial.tensor("side:0").steps() == [2]
+
+
+def test_an_unwritable_out_dir_never_breaks_training(tf_python: str, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the hook wants a directory")
+    log = th.run_tf(tf_python, [str(th.SIDE / "guard.py"), str(blocker)])
+    assert "trained 5 enabled False" in log, log[-3000:]
+    assert "murphy hook failed" in log and log.count("murphy hook failed") == 1, log[-3000:]
+    assert "cannot add" in log  # the non-tensor was refused with a warning

@@ -23,10 +23,13 @@ tf.disable_v2_behavior()
 STEPS = 30
 
 
-def run(out_dir: Path, lr: float, scale: float, w_init: float, fixed: bool) -> None:
+def run(out_dir: Path, lr: float, scale: float, w_init: float, fixed: bool, include_workers: str = "one") -> None:
     with tf.Graph().as_default():
         hook = smd.SessionHook(out_dir=str(out_dir), include_collections=["weights", "gradients", "losses"],
-                               save_config=smd.SaveConfig(save_interval=1))
+                               save_config=smd.SaveConfig(save_interval=1), include_workers=include_workers,
+                               # Ranks finish at different times: the test writes the end marker
+                               # once both are done (as the platform does after its last sync).
+                               write_end_marker=include_workers == "one")
         with tf.name_scope("initialize"):
             x = tf.placeholder(shape=(None, 2), dtype=tf.float32)
             w = tf.Variable(initial_value=[[w_init], [w_init]], name="weight1")
@@ -50,6 +53,10 @@ def run(out_dir: Path, lr: float, scale: float, w_init: float, fixed: bool) -> N
 
 if __name__ == "__main__":
     base = Path(sys.argv[1])
+    if len(sys.argv) > 2 and sys.argv[2] == "--worker":
+        # One rank (RANK / WORLD_SIZE from the environment) of a 2-worker run.
+        run(base, lr=0.3, scale=1.0, w_init=3.0, fixed=False, include_workers="all")
+        sys.exit(0)
     run(base / "healthy", lr=0.3, scale=1.0, w_init=3.0, fixed=False)
     run(base / "frozen", lr=0.0, scale=1.0, w_init=3.0, fixed=True)
     run(base / "tiny", lr=0.3, scale=1e-9, w_init=3.0, fixed=False)
