@@ -52,6 +52,8 @@ DEMO_IMAGE = "murphy/linear-regression-demo:latest"
 RULE_IMAGE = "murphy/rule-evaluator:latest"
 CPU_IMAGE = "murphy/pytorch-cpu:latest"
 GPU_IMAGE = "murphy/pytorch-gpu:latest"
+TF_CPU_IMAGE = "murphy/tensorflow-cpu:latest"
+TF_GPU_IMAGE = "murphy/tensorflow-gpu:latest"
 _SEED = "the seed's linear regression"
 
 BUILTIN_ENTRIES: tuple[CatalogEntry, ...] = (
@@ -67,6 +69,12 @@ BUILTIN_ENTRIES: tuple[CatalogEntry, ...] = (
     CatalogEntry("*pytorch-training:*-gpu-*", "script-mode", (), "AWS PyTorch GPU training images", GPU_IMAGE),
     CatalogEntry("*/pytorch-training:*", "script-mode", (), "AWS PyTorch training images", CPU_IMAGE),
     CatalogEntry("*pytorch-training*", "script-mode", (), "AWS PyTorch training images", CPU_IMAGE),
+    CatalogEntry("murphy/tensorflow-cpu:*", "script-mode", (), "murphy's TensorFlow CPU image"),
+    CatalogEntry("murphy/tensorflow-gpu:*", "script-mode", (), "murphy's TensorFlow GPU image"),
+    # tensorflow-training:2.16.2-gpu-py310-cu123-ubuntu20.04-sagemaker (and -cpu-py310-...).
+    CatalogEntry("*tensorflow-training:*-gpu-*", "script-mode", (), "AWS TensorFlow GPU training images", TF_GPU_IMAGE),
+    CatalogEntry("*/tensorflow-training:*", "script-mode", (), "AWS TensorFlow training images", TF_CPU_IMAGE),
+    CatalogEntry("*tensorflow-training*", "script-mode", (), "AWS TensorFlow training images", TF_CPU_IMAGE),
 )
 
 
