@@ -44,12 +44,12 @@ bench: setup
 
 # Container images, built locally without a registry (infra/images/build.sh; needs a running Docker
 # engine, and root for the first debootstrap of murphy/base). images-cpu leaves out the multi-GB CUDA
-# image murphy/pytorch-gpu.
+# images murphy/pytorch-gpu and murphy/tensorflow-gpu.
 images: setup
 	infra/images/build.sh all
 
 images-cpu: setup
-	infra/images/build.sh base python pytorch-cpu demo rules
+	infra/images/build.sh base python pytorch-cpu tensorflow-cpu demo rules
 
 # The one-command local deployment (docs/deployment.md): murphy with the Docker runtime,
 # SeaweedFS (S3) and PostgreSQL on 127.0.0.1, through docker compose when it works, else as
