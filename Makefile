@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint bench clean servers images images-cpu
+.PHONY: setup demo demo-tf test test-fast lint bench clean servers images images-cpu
 
 setup: $(STAMP)
 
@@ -20,6 +20,12 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	$(PY) training_images/examples/seed_demo.py
+
+# The same story with the article's own TensorFlow script (docs/tensorflow.md). TensorFlow lives
+# in murphy/tensorflow-cpu, not in .venv, so the job runs on the Docker runtime.
+demo-tf: setup
+	infra/images/build.sh tensorflow-cpu rules
+	MURPHY_RUNTIME=docker $(PY) training_images/examples/tf_seed/demo_tf.py
 
 # Starts moto's server and SeaweedFS itself (tests/conftest.py), so nothing needs to run first.
 test: setup
