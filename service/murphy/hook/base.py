@@ -328,11 +328,27 @@ class BaseHook:
 def _resolve_out_dir(out_dir: str | os.PathLike[str] | ObjectStore | None) -> Any:
     if out_dir is None:
         if "TRAINING_JOB_NAME" in os.environ:
-            return DEFAULT_LOCAL_PATH
+            return _relocate_opt_ml(DEFAULT_LOCAL_PATH)
         raise HookError("out_dir is required outside SageMaker (or use Hook.create_from_json_file())")
     if isinstance(out_dir, ObjectStore):
         return out_dir
-    return os.fspath(out_dir)
+    return _relocate_opt_ml(os.fspath(out_dir))
+
+
+# murphy's process runtime gives each job its own /opt/ml elsewhere on the host and names it here
+# (murphy.container.env.OPT_ML_ENV); a script that hard-codes SageMaker's /opt/ml/... out_dir
+# (the article's does) must write into that one, where the toolkit mirrors it from.
+_OPT_ML = "/opt/ml"
+_OPT_ML_ENV = "MURPHY_OPT_ML"
+
+
+def _relocate_opt_ml(path: str) -> str:
+    root = os.environ.get(_OPT_ML_ENV)
+    if not root or root == _OPT_ML or "://" in path:
+        return path
+    if path == _OPT_ML or path.startswith(_OPT_ML + "/"):
+        return root.rstrip("/") + path[len(_OPT_ML):]
+    return path
 
 
 def _refuse_ended(store: ObjectStore) -> None:

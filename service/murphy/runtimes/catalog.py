@@ -42,6 +42,9 @@ class CatalogEntry:
     description: str = ""
     #: The local image the Docker runtime runs for it ("" = the image URI itself).
     docker_image: str = ""
+    #: The process runtime's interpreter for the program of a script-mode or command entry
+    #: ("" = the service's own): e.g. a venv with TensorFlow, which the service's venv lacks.
+    python: str = ""
 
     def matches(self, image: str) -> bool:
         return fnmatch.fnmatchcase(image, self.pattern)
@@ -130,10 +133,10 @@ def read_catalog_file(path: str | os.PathLike[str]) -> list[CatalogEntry]:
 def _entry(raw: Any, where: str) -> CatalogEntry:
     if not isinstance(raw, Mapping):
         raise RuntimeBackendError(f"{where} must be an object with 'pattern' and 'kind'")
-    unknown = sorted(set(raw) - {"pattern", "kind", "command", "description", "docker_image"})
+    unknown = sorted(set(raw) - {"pattern", "kind", "command", "description", "docker_image", "python"})
     if unknown:
         raise RuntimeBackendError(
-            f"{where}: unknown key(s) {unknown} (allowed: pattern, kind, command, description, docker_image)")
+            f"{where}: unknown key(s) {unknown} (allowed: pattern, kind, command, description, docker_image, python)")
     pattern, kind, command = raw.get("pattern"), raw.get("kind"), raw.get("command")
     if not isinstance(pattern, str) or not pattern:
         raise RuntimeBackendError(f"{where}.pattern must be a non-empty string, got {pattern!r}")
@@ -150,7 +153,12 @@ def _entry(raw: Any, where: str) -> CatalogEntry:
     docker_image = raw.get("docker_image", "")
     if not isinstance(docker_image, str):
         raise RuntimeBackendError(f"{where}.docker_image must be a string (a local Docker image)")
-    return CatalogEntry(pattern, kind, tuple(command or ()), description, docker_image)
+    python = raw.get("python", "")
+    if not isinstance(python, str) or (python and not os.path.isabs(python)):
+        raise RuntimeBackendError(f"{where}.python must be an absolute path to an interpreter, got {python!r}")
+    if python and kind == "rule-evaluator":
+        raise RuntimeBackendError(f"{where}.python is only allowed for kinds 'script-mode' and 'command'")
+    return CatalogEntry(pattern, kind, tuple(command or ()), description, docker_image, python)
 
 
 def resolve_argv(argv: Iterable[str], python: str) -> list[str]:
