@@ -114,3 +114,16 @@ def test_unreadable_or_invalid_json(tmp_path: Path) -> None:
 def test_aws_tensorflow_training_images_map_to_murphys(image: str, docker_image: str) -> None:
     entry = ImageCatalog().resolve(image)
     assert (entry.kind, entry.docker_image) == ("script-mode", docker_image)
+
+
+def test_a_file_entry_may_name_the_programs_interpreter(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"images": [
+        {"pattern": "*tensorflow-training*", "kind": "script-mode", "python": "/srv/tf/bin/python"}]}))
+    [entry] = read_catalog_file(path)
+    assert (entry.kind, entry.python) == ("script-mode", "/srv/tf/bin/python")
+    for bad in ({"pattern": "x", "kind": "script-mode", "python": "bin/python"},
+                {"pattern": "x", "kind": "rule-evaluator", "python": "/srv/tf/bin/python"}):
+        path.write_text(json.dumps([bad]))
+        with pytest.raises(RuntimeBackendError, match="python"):
+            read_catalog_file(path)
