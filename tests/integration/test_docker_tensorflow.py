@@ -62,3 +62,21 @@ def test_article_script_runs_unchanged_in_the_tensorflow_image(env: DockerEnv) -
     assert trial.steps() == list(range(10))
     assert np.isnan(trial.tensor("loss/loss:0").value(2)).all()
     assert np.isfinite(trial.tensor("loss/loss:0").value(1)).all()
+
+
+def test_make_demo_tf_tells_the_article_with_tensorflow(env: DockerEnv, tmp_path: Path) -> None:
+    """`make demo-tf`'s script (the images are built by the fixture's precondition)."""
+    import subprocess
+    import sys
+
+    demo = REPO / "training_images" / "examples" / "tf_seed" / "demo_tf.py"
+    proc = subprocess.run([sys.executable, str(demo)], cwd=tmp_path, capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "MURPHY_RUNTIME": "docker", "MURPHY_DATA_DIR": str(tmp_path / ".murphy")})
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-4000:]
+    assert "ExplodingTensor\nIssuesFound" in out
+    assert "rule ExplodingTensor: IssuesFound (fired at step 2)" in out
+    assert ("tensors: ['gradients/multiply/MatMul_1_grad/tuple/control_dependency_1:0', "
+            "'initialize/weight1:0', 'loss/loss:0']") in out
+    assert "step 2  Value:  [[nan] [nan]]" in out
+    assert "lr=100" in out and "scale=1e+11" in out
