@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint bench clean servers images images-cpu
+.PHONY: setup demo demo-tf test test-fast lint bench clean servers images images-cpu
 
 setup: $(STAMP)
 
@@ -21,12 +21,18 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PY) training_images/examples/seed_demo.py
 
+# The same story with the article's own TensorFlow script (docs/tensorflow.md). TensorFlow lives
+# in murphy/tensorflow-cpu, not in .venv, so the job runs on the Docker runtime.
+demo-tf: setup
+	infra/images/build.sh tensorflow-cpu rules
+	MURPHY_RUNTIME=docker $(PY) training_images/examples/tf_seed/demo_tf.py
+
 # Starts moto's server and SeaweedFS itself (tests/conftest.py), so nothing needs to run first.
 test: setup
 	$(PY) -m pytest -q tests
 
 test-fast: setup
-	$(PY) -m pytest -q tests -m "not compat and not slow"
+	$(PY) -m pytest -q tests -m "not compat and not slow and not tf"
 
 lint: setup
 	$(VENV)/bin/ruff check service tests benchmarks training_images
@@ -45,12 +51,12 @@ bench: setup
 
 # Container images, built locally without a registry (infra/images/build.sh; needs a running Docker
 # engine, and root for the first debootstrap of murphy/base). images-cpu leaves out the multi-GB CUDA
-# image murphy/pytorch-gpu.
+# images murphy/pytorch-gpu and murphy/tensorflow-gpu.
 images: setup
 	infra/images/build.sh all
 
 images-cpu: setup
-	infra/images/build.sh base python pytorch-cpu demo rules xgboost
+	infra/images/build.sh base python pytorch-cpu tensorflow-cpu demo rules xgboost
 
 # The one-command local deployment (docs/deployment.md): murphy with the Docker runtime,
 # SeaweedFS (S3) and PostgreSQL on 127.0.0.1, through docker compose when it works, else as

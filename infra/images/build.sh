@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds murphy's container images locally (no registry), in dependency order.
 #
-#   infra/images/build.sh [NAME...]     NAME: base python pytorch-cpu pytorch-gpu demo rules xgboost, and
+#   infra/images/build.sh [NAME...]     NAME: base python pytorch-cpu pytorch-gpu tensorflow-cpu
+#                                       tensorflow-gpu demo rules xgboost, and
 #                                       server seaweedfs postgres (`make up`'s deployment; also
 #                                       python-deps); default: all of them
 #
@@ -13,6 +14,8 @@
 #   murphy/python:latest                  + murphy[s3]
 #   murphy/pytorch-cpu:latest             python-deps + torch (CPU) + murphy[s3], toolkit entry point
 #   murphy/pytorch-gpu:latest             python-deps + torch (CUDA, from PyPI) + murphy[s3]
+#   murphy/tensorflow-cpu:latest          python-deps + tensorflow-cpu 2.21 (PyPI) + murphy[s3], toolkit entry point
+#   murphy/tensorflow-gpu:latest          python-deps + tensorflow[and-cuda] 2.21 (PyPI) + murphy[s3]; not in CI
 #   murphy/linear-regression-demo:latest  pytorch-cpu (the seed demo)
 #   murphy/rule-evaluator:latest          python, `python -m murphy.rules` entry point
 #   murphy/xgboost:latest                 python-deps + xgboost-cpu + murphy[s3]: SageMaker's XGBoost algorithm
@@ -33,13 +36,15 @@ PY_TAG=cp311
 CACHE=${MURPHY_IMAGES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/murphy-images}
 VERBOSE=${VERBOSE:-0}
 
-ORDER=(base python-deps python pytorch-cpu pytorch-gpu demo rules xgboost server seaweedfs postgres)
+ORDER=(base python-deps python pytorch-cpu pytorch-gpu tensorflow-cpu tensorflow-gpu demo rules xgboost server seaweedfs postgres)
 declare -A TAG=(
     [base]=murphy/base:bookworm
     [python-deps]=murphy/python-deps:latest
     [python]=murphy/python:latest
     [pytorch-cpu]=murphy/pytorch-cpu:latest
     [pytorch-gpu]=murphy/pytorch-gpu:latest
+    [tensorflow-cpu]=murphy/tensorflow-cpu:latest
+    [tensorflow-gpu]=murphy/tensorflow-gpu:latest
     [demo]=murphy/linear-regression-demo:latest
     [rules]=murphy/rule-evaluator:latest
     [xgboost]=murphy/xgboost:latest
@@ -52,6 +57,8 @@ declare -A DIR=(
     [python]=infra/images/python
     [pytorch-cpu]=training_images/pytorch-cpu
     [pytorch-gpu]=training_images/pytorch-gpu
+    [tensorflow-cpu]=training_images/tensorflow-cpu
+    [tensorflow-gpu]=training_images/tensorflow-gpu
     [demo]=training_images/demo
     [rules]=rule_containers
     [xgboost]=training_images/xgboost
@@ -64,6 +71,8 @@ declare -A PARENT=(
     [python]=python-deps
     [pytorch-cpu]=python-deps
     [pytorch-gpu]=python-deps
+    [tensorflow-cpu]=python-deps
+    [tensorflow-gpu]=python-deps
     [demo]=pytorch-cpu
     [rules]=python
     [xgboost]=python-deps
@@ -225,7 +234,7 @@ build_image() {
     cp -a "$WORK/build-ca" "$ctx/"
     case $name in
         python-deps) cp "$WORK/requirements.txt" "$ctx/" ;;
-        python|pytorch-gpu|xgboost) cp -a "$WORK/wheels" "$ctx/" ;;
+        python|pytorch-gpu|tensorflow-cpu|tensorflow-gpu|xgboost) cp -a "$WORK/wheels" "$ctx/" ;;
         server)
             cp -a "$WORK/wheels" "$ctx/"
             server_requirements >"$ctx/requirements.txt" ;;

@@ -42,6 +42,7 @@ from murphy.container.inputs import (
 )
 from murphy.container.mirror import MirrorThread, TensorMirror
 from murphy.container.namespace import SAGEMAKER_OPT_ML, wrap, write_python_shims
+from murphy.container.smdebug_alias import program_env
 from murphy.storage import gateway, open_store
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT)
@@ -253,7 +254,9 @@ class Toolkit:
 
 
 def _spawn_group_leader(argv: list[str], cwd: str, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    """Start ``argv`` as the leader of a new process group (same session)."""
+    """Start ``argv`` as the leader of a new process group (same session), with the ``smdebug``
+    alias on its path (it defers to a real smdebug)."""
+    env = program_env(env)
     if sys.version_info >= (3, 11):
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, process_group=0)
     return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, preexec_fn=os.setpgrp)

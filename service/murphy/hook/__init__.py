@@ -1,7 +1,8 @@
 """Tensor capture with smdebug's hook API.
 
-``import murphy.hook`` does not import torch: the PyTorch adapter ``murphy.hook.torch`` (``Hook``,
-``get_hook``) is loaded on first attribute access.
+``import murphy.hook`` imports no framework: the PyTorch adapter ``murphy.hook.torch`` (``Hook``,
+``get_hook``) and the TensorFlow one ``murphy.hook.tensorflow`` (``SessionHook``, ``KerasHook``)
+are loaded on first attribute access.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from murphy.hook.config import HookConfig
 modes = ModeKeys
 
 if TYPE_CHECKING:
+    from murphy.hook import tensorflow as tensorflow
     from murphy.hook import torch as torch
 
 __all__ = [
@@ -34,6 +36,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "torch":
-        return importlib.import_module("murphy.hook.torch")
+    if name in ("torch", "tensorflow"):
+        return importlib.import_module(f"murphy.hook.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -54,6 +54,10 @@ def worker_name(rank: int) -> str:
 class BaseHook:
     """Framework-neutral tensor capture with smdebug's semantics (see ``docs/hook.md``)."""
 
+    # smdebug names a reduction of ``loss:0`` ``.../mean/loss`` for every framework but
+    # TensorFlow, which keeps the output index (``.../mean/loss:0``).
+    _reduction_keeps_output_index = False
+
     def __init__(
         self,
         out_dir: str | os.PathLike[str] | ObjectStore | None = None,
@@ -297,7 +301,7 @@ class BaseHook:
         backend = self.backend
         if not self._writes:
             return
-        base = strip_output_index(name)
+        base = name if self._reduction_keeps_output_index else strip_output_index(name)
         for op, is_abs in reductions:
             self._records.append(Record(reduction_tensor_name(base, op, is_abs), backend.reduce(value, op, is_abs)))
         tshape = backend.shape(value) if shape else None
@@ -336,11 +340,27 @@ class BaseHook:
 def _resolve_out_dir(out_dir: str | os.PathLike[str] | ObjectStore | None) -> Any:
     if out_dir is None:
         if "TRAINING_JOB_NAME" in os.environ:
-            return DEFAULT_LOCAL_PATH
+            return _relocate_opt_ml(DEFAULT_LOCAL_PATH)
         raise HookError("out_dir is required outside SageMaker (or use Hook.create_from_json_file())")
     if isinstance(out_dir, ObjectStore):
         return out_dir
-    return os.fspath(out_dir)
+    return _relocate_opt_ml(os.fspath(out_dir))
+
+
+# murphy's process runtime gives each job its own /opt/ml elsewhere on the host and names it here
+# (murphy.container.env.OPT_ML_ENV); a script that hard-codes SageMaker's /opt/ml/... out_dir
+# (the article's does) must write into that one, where the toolkit mirrors it from.
+_OPT_ML = "/opt/ml"
+_OPT_ML_ENV = "MURPHY_OPT_ML"
+
+
+def _relocate_opt_ml(path: str) -> str:
+    root = os.environ.get(_OPT_ML_ENV)
+    if not root or root == _OPT_ML or "://" in path:
+        return path
+    if path == _OPT_ML or path.startswith(_OPT_ML + "/"):
+        return root.rstrip("/") + path[len(_OPT_ML):]
+    return path
 
 
 def _refuse_ended(store: ObjectStore) -> None:

@@ -46,6 +46,9 @@ class CatalogEntry:
     #: A ``command`` image that runs script mode instead when the job names a
     #: ``sagemaker_program`` (SageMaker's framework images with a built-in algorithm: XGBoost).
     script_mode_with_program: bool = False
+    #: The process runtime's interpreter for the program of a script-mode or command entry
+    #: ("" = the service's own): e.g. a venv with TensorFlow, which the service's venv lacks.
+    python: str = ""
 
     def matches(self, image: str) -> bool:
         return fnmatch.fnmatchcase(image, self.pattern)
@@ -59,6 +62,8 @@ GPU_IMAGE = "murphy/pytorch-gpu:latest"
 XGBOOST_IMAGE = "murphy/xgboost:latest"
 _XGBOOST = (PYTHON, "-m", "murphy.algorithms.xgboost")
 _XGB = "SageMaker's XGBoost algorithm (script mode with sagemaker_program)"
+TF_CPU_IMAGE = "murphy/tensorflow-cpu:latest"
+TF_GPU_IMAGE = "murphy/tensorflow-gpu:latest"
 _SEED = "the seed's linear regression"
 #: What SDK 3.x's ``sagemaker.core.debugger.Rule.sagemaker()`` leaves in ``image_uri`` (2.x looked
 #: the regional image up instead). Only built-in rules are made that way (``Rule.custom`` needs an
@@ -85,6 +90,12 @@ BUILTIN_ENTRIES: tuple[CatalogEntry, ...] = (
     CatalogEntry("*/sagemaker-xgboost:*", "command", _XGBOOST, _XGB, XGBOOST_IMAGE, script_mode_with_program=True),
     CatalogEntry("sagemaker-xgboost:*", "command", _XGBOOST, _XGB, XGBOOST_IMAGE, script_mode_with_program=True),
     CatalogEntry("murphy/xgboost:*", "command", _XGBOOST, "murphy's XGBoost image", script_mode_with_program=True),
+    CatalogEntry("murphy/tensorflow-cpu:*", "script-mode", (), "murphy's TensorFlow CPU image"),
+    CatalogEntry("murphy/tensorflow-gpu:*", "script-mode", (), "murphy's TensorFlow GPU image"),
+    # tensorflow-training:2.16.2-gpu-py310-cu123-ubuntu20.04-sagemaker (and -cpu-py310-...).
+    CatalogEntry("*tensorflow-training:*-gpu-*", "script-mode", (), "AWS TensorFlow GPU training images", TF_GPU_IMAGE),
+    CatalogEntry("*/tensorflow-training:*", "script-mode", (), "AWS TensorFlow training images", TF_CPU_IMAGE),
+    CatalogEntry("*tensorflow-training*", "script-mode", (), "AWS TensorFlow training images", TF_CPU_IMAGE),
 )
 
 
@@ -142,10 +153,10 @@ def read_catalog_file(path: str | os.PathLike[str]) -> list[CatalogEntry]:
 def _entry(raw: Any, where: str) -> CatalogEntry:
     if not isinstance(raw, Mapping):
         raise RuntimeBackendError(f"{where} must be an object with 'pattern' and 'kind'")
-    unknown = sorted(set(raw) - {"pattern", "kind", "command", "description", "docker_image"})
+    unknown = sorted(set(raw) - {"pattern", "kind", "command", "description", "docker_image", "python"})
     if unknown:
         raise RuntimeBackendError(
-            f"{where}: unknown key(s) {unknown} (allowed: pattern, kind, command, description, docker_image)")
+            f"{where}: unknown key(s) {unknown} (allowed: pattern, kind, command, description, docker_image, python)")
     pattern, kind, command = raw.get("pattern"), raw.get("kind"), raw.get("command")
     if not isinstance(pattern, str) or not pattern:
         raise RuntimeBackendError(f"{where}.pattern must be a non-empty string, got {pattern!r}")
@@ -162,7 +173,12 @@ def _entry(raw: Any, where: str) -> CatalogEntry:
     docker_image = raw.get("docker_image", "")
     if not isinstance(docker_image, str):
         raise RuntimeBackendError(f"{where}.docker_image must be a string (a local Docker image)")
-    return CatalogEntry(pattern, kind, tuple(command or ()), description, docker_image)
+    python = raw.get("python", "")
+    if not isinstance(python, str) or (python and not os.path.isabs(python)):
+        raise RuntimeBackendError(f"{where}.python must be an absolute path to an interpreter, got {python!r}")
+    if python and kind == "rule-evaluator":
+        raise RuntimeBackendError(f"{where}.python is only allowed for kinds 'script-mode' and 'command'")
+    return CatalogEntry(pattern, kind, tuple(command or ()), description, docker_image, python)
 
 
 def resolve_argv(argv: Iterable[str], python: str) -> list[str]:

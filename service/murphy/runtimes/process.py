@@ -151,7 +151,7 @@ class ProcessRuntime:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(d, stale))
         if isinstance(plan, TrainingPlan):
-            opt_ml, env = write_training_layout(d, plan, entry, self.python, self.base_env)
+            opt_ml, env = write_training_layout(d, plan, entry, entry.python or self.python, self.base_env)
             data["opt_ml"] = opt_ml.root
             data["failure"] = opt_ml.failure_file
         else:

@@ -14,6 +14,18 @@ from murphy.storage.base import ObjectStore, join_key
 _TMP_SUFFIX = ".tmp"
 
 
+_UMASK: list[int] = []
+
+
+def _umask() -> int:
+    """The process umask, read once (reading it means setting it)."""
+    if not _UMASK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        _UMASK.append(mask)
+    return _UMASK[0]
+
+
 class LocalObjectStore:
     """An :class:`ObjectStore` over a directory. Keys map to relative paths."""
 
@@ -53,6 +65,9 @@ class LocalObjectStore:
             # its name ends in .tmp, which list() hides, as smdebug's readers expect.
             fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=_TMP_SUFFIX, dir=path.parent)
             try:
+                # mkstemp makes the file 0600; an object gets the mode open() would give it, so
+                # a training container (another uid) can read the bucket it is given.
+                os.fchmod(fd, 0o666 & ~_umask())
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                 os.replace(tmp, path)

@@ -107,3 +107,32 @@ def test_unreadable_or_invalid_json(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text("{nope")
     with pytest.raises(RuntimeBackendError, match="not valid JSON"):
         ImageCatalog.load(tmp_path / "x.json")
+
+
+@pytest.mark.parametrize(
+    ("image", "docker_image"),
+    [
+        ("763104351884.dkr.ecr.us-west-2.amazonaws.com/tensorflow-training:2.16.2-cpu-py310-ubuntu20.04-sagemaker",
+         "murphy/tensorflow-cpu:latest"),
+        ("763104351884.dkr.ecr.us-west-2.amazonaws.com/tensorflow-training:2.16.2-gpu-py310-cu123-ubuntu20.04-sagemaker",
+         "murphy/tensorflow-gpu:latest"),
+        ("murphy/tensorflow-cpu:latest", ""),
+        ("murphy/tensorflow-gpu:latest", ""),
+    ],
+)
+def test_aws_tensorflow_training_images_map_to_murphys(image: str, docker_image: str) -> None:
+    entry = ImageCatalog().resolve(image)
+    assert (entry.kind, entry.docker_image) == ("script-mode", docker_image)
+
+
+def test_a_file_entry_may_name_the_programs_interpreter(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"images": [
+        {"pattern": "*tensorflow-training*", "kind": "script-mode", "python": "/srv/tf/bin/python"}]}))
+    [entry] = read_catalog_file(path)
+    assert (entry.kind, entry.python) == ("script-mode", "/srv/tf/bin/python")
+    for bad in ({"pattern": "x", "kind": "script-mode", "python": "bin/python"},
+                {"pattern": "x", "kind": "rule-evaluator", "python": "/srv/tf/bin/python"}):
+        path.write_text(json.dumps([bad]))
+        with pytest.raises(RuntimeBackendError, match="python"):
+            read_catalog_file(path)
