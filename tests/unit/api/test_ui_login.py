@@ -122,3 +122,10 @@ def test_where_a_session_counts_and_where_login_may_lead() -> None:
     assert safe_next("/ui/jobs/x") == "/ui/jobs/x"
     for bad in (None, "", "https://evil.example/ui/", "//evil.example/ui", "/v1/x", "/ui\\@evil"):
         assert safe_next(bad) == "/ui/"
+
+
+def test_over_tls_both_cookies_are_secure(env: Any) -> None:
+    c, _, key, _ = env
+    c.base_url = "https://testserver"
+    r = login(c, key)
+    assert r.status_code == 303 and all("Secure" in v for v in r.headers.get_list("set-cookie"))
