@@ -119,6 +119,8 @@ class UiAuth:
             log.info("refused a dashboard login")  # never the id or the secret
             return self._page(request, 401, BAD_LOGIN, akid[:128], nxt)
         assert key is not None
+        # A fresh id at every login (never one the browser brought); the browser's old one ends.
+        self.sessions.end(s.cookies(request.headers.get("cookie")).get(s.COOKIE))
         session_id, session = self.sessions.create(key.access_key_id)
         secure = request.url.scheme == "https"
         ttl = int(self.sessions.ttl_s)

@@ -105,10 +105,22 @@ def test_a_disabled_key_ends_its_sessions_and_logout_ends_one(env: Any) -> None:
     ring.set_status(key["AccessKeyId"], "Active")
     assert c.get("/v1/ui/jobs").status_code == 403  # the old session stays ended
     login(c, key)
-    old = c.cookies["murphy_session"]
+    first = c.cookies["murphy_session"]
+    assert c.get("/v1/ui/jobs").status_code == 200
+    login(c, key)
+    old, csrf = c.cookies["murphy_session"], c.cookies["murphy_csrf"]
+    assert old != first
+    c.cookies.clear()
+    c.cookies.set("murphy_session", first)
+    assert c.get("/v1/ui/jobs").status_code == 403  # a second login ended the first session
+    c.cookies.clear()
+    c.cookies.set("murphy_session", old)
+    c.cookies.set("murphy_csrf", csrf)
+    assert c.get("/v1/ui/jobs").status_code == 200
     assert c.post("/ui/logout").status_code == 403  # logout is a write: CSRF too
-    r = c.post("/ui/logout", headers={"X-Murphy-Csrf": c.cookies["murphy_csrf"]})
+    r = c.post("/ui/logout", headers={"X-Murphy-Csrf": csrf})
     assert r.status_code == 303 and r.headers["location"] == "/ui/login"
+    c.cookies.clear()
     c.cookies.set("murphy_session", old)
     assert c.get("/v1/ui/jobs").status_code == 403
 
