@@ -91,6 +91,8 @@ class Settings(BaseSettings):
     auth_key_cache_s: float = 5.0
     #: Paths answered without a signature (probes). Add ``/metrics`` for an unsigned scraper.
     auth_public_paths: tuple[str, ...] = ("/healthz",)
+    #: How long a dashboard login (``/ui/login``) lasts before the browser must log in again.
+    ui_session_s: float = 12 * 3600.0
 
     # --- events (murphy.events) ---
     #: Connect and read timeout of one webhook/EventBridge delivery attempt (seconds).

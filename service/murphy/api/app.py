@@ -122,10 +122,18 @@ def create_app(service: JobService, settings: Settings, bus: EventBus | None = N
     app.state.ui = UiRoutes(service, settings, metrics)
     app.state.ui.register(app)
     UiPages().register(app)
+    verifier = make_verifier(service, settings)
+    ui_auth = None
+    if verifier is not None:  # a browser cannot sign: the dashboard logs in to a session instead
+        from murphy.api.ui_login import UiAuth
+
+        ui_auth = UiAuth(verifier, settings)
+        ui_auth.register(app)
+        app.state.ui_auth = ui_auth
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     # Inner to outer: the edge (body limits, SigV4) runs inside the request id, so its errors carry one.
-    app.add_middleware(EdgeMiddleware, settings=settings, verifier=make_verifier(service, settings))
+    app.add_middleware(EdgeMiddleware, settings=settings, verifier=verifier, ui_auth=ui_auth)
     app.add_middleware(RequestIdMiddleware)
     app.state.metrics = metrics
     return app

@@ -25,9 +25,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from murphy.api.errors import AMZ_JSON, error_body
 from murphy.auth.verifier import HttpRequest
-from murphy.exceptions import AuthFailure, RequestEntityTooLargeException, ServiceError
+from murphy.exceptions import (
+    AuthFailure,
+    MissingAuthenticationTokenException,
+    RequestEntityTooLargeException,
+    ServiceError,
+)
 
 if TYPE_CHECKING:
+    from murphy.api.ui_login import UiAuth
     from murphy.auth.verifier import Principal, Verifier
     from murphy.settings import Settings
 
@@ -69,11 +75,17 @@ def rest_action(method: str, path: str) -> str:
 
 
 class EdgeMiddleware:
-    def __init__(self, app: ASGIApp, settings: Settings, verifier: Verifier | None) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, verifier: Verifier | None,
+                 ui_auth: UiAuth | None = None) -> None:
         self.app = app
         self.settings = settings
         self.verifier = verifier
+        self.ui_auth = ui_auth
         self.public = frozenset(settings.auth_public_paths)
+        if ui_auth is not None:
+            from murphy.api.ui_login import PUBLIC
+
+            self.public |= PUBLIC
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -96,6 +108,12 @@ class EdgeMiddleware:
             if self.verifier is not None and scope["path"] not in self.public:
                 principal = await self._authenticate(scope, headers, body, wire)
                 scope.setdefault("state", {})["principal"] = principal
+        except MissingAuthenticationTokenException as e:
+            if self.ui_auth is not None and scope["method"] in ("GET", "HEAD") and scope["path"].startswith("/ui"):
+                await self._to_login(send, scope)  # a browser page without a session: the login form
+            else:
+                await self._refuse(send, e, wire)
+            return
         except ServiceError as e:
             await self._refuse(send, e, wire)
             return
@@ -138,6 +156,13 @@ class EdgeMiddleware:
     async def _authenticate(self, scope: Scope, headers: dict[str, list[str]], body: bytes, wire: bool) -> Principal:
         assert self.verifier is not None
         raw_query = scope.get("query_string", b"").decode("latin-1")
+        signed = "authorization" in headers or "X-Amz-Signature" in raw_query
+        if self.ui_auth is not None and not wire and not signed:
+            # A browser's dashboard session (murphy.api.ui_login); without one, SigV4's answer.
+            from_session = await self.ui_auth.principal(scope["method"], scope["path"], headers)
+            if from_session is not None:
+                from_session.require(rest_action(scope["method"], scope["path"]))
+                return from_session
         req = HttpRequest(scope["method"], scope.get("raw_path", scope["path"].encode()).decode("latin-1"),
                           raw_query, headers, body, secure=scope.get("scheme") == "https")
         if wire:
@@ -158,6 +183,13 @@ class EdgeMiddleware:
         if action is not None:
             principal.require(action)
         return principal
+
+    async def _to_login(self, send: Send, scope: Scope) -> None:
+        from murphy.api.ui_login import login_redirect
+
+        status, headers = login_redirect(scope["path"], scope.get("query_string", b"").decode("latin-1"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
 
     async def _refuse(self, send: Send, error: ServiceError, wire: bool) -> None:
         if isinstance(error, AuthFailure):

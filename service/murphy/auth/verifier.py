@@ -92,6 +92,9 @@ class Verifier:
         self._signing: dict[tuple[str, str, str, str], bytes] = {}
         self._principals: dict[tuple[str, str], Principal] = {}
 
+    def now(self) -> float:
+        return self._clock()
+
     # --- step 1: what the request claims ----------------------------------------------------------
 
     def claim(self, req: HttpRequest, query: Mapping[str, str]) -> sigv4.Claim:

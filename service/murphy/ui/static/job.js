@@ -36,9 +36,8 @@
     if (tr && tr.dataset.step !== "") moveAll(Number(tr.dataset.step));
   });
   $("stop").addEventListener("click", async () => {
-    // TODO(auth, issue 18): send the CSRF token once session login lands.
     $("stop").disabled = true;
-    const r = await fetch(`${api}/stop`, { method: "POST" });
+    const r = await M.post(`${api}/stop`);
     if (!r.ok) { $("stop").disabled = false; console.warn("stop failed", r.status); }
   });
 

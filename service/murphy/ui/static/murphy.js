@@ -20,6 +20,22 @@
     s = Math.round(s);
     return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${Math.floor(s / 3600)}h ${Math.floor(s / 60) % 60}m`;
   };
+  // Under --auth sigv4 the dashboard runs on a login session (/ui/login): state-changing calls
+  // echo the session's CSRF token (a cookie this script can read) in X-Murphy-Csrf.
+  M.csrf = () => {
+    const m = document.cookie.match(/(?:^|;\s*)murphy_csrf=([^;]*)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  };
+  M.post = (url) => fetch(url, { method: "POST", headers: { "X-Murphy-Csrf": M.csrf() } });
+  document.addEventListener("DOMContentLoaded", () => {
+    const out = document.getElementById("logout");
+    if (!out || !M.csrf()) return;
+    out.hidden = false;
+    out.addEventListener("click", async () => {
+      await M.post("/ui/logout");
+      window.location.assign("/ui/login");
+    });
+  });
   M.getJSON = async (url) => {
     const r = await fetch(url, { headers: { Accept: "application/json" } });
     if (!r.ok) {
