@@ -178,7 +178,7 @@ def _entry(raw: Any, where: str) -> CatalogEntry:
         raise RuntimeBackendError(f"{where}.python must be an absolute path to an interpreter, got {python!r}")
     if python and kind == "rule-evaluator":
         raise RuntimeBackendError(f"{where}.python is only allowed for kinds 'script-mode' and 'command'")
-    return CatalogEntry(pattern, kind, tuple(command or ()), description, docker_image, python)
+    return CatalogEntry(pattern, kind, tuple(command or ()), description, docker_image, python=python)
 
 
 def resolve_argv(argv: Iterable[str], python: str) -> list[str]:

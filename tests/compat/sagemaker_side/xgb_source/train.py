@@ -5,16 +5,14 @@ import argparse
 import os
 
 import numpy as np
+
+# What a SageMaker Debugger script imports, unchanged: murphy's toolkit puts its smdebug alias
+# (backed by murphy.hook.xgboost) on the script's path; no fallback, so the test proves it.
+import smdebug
 import xgboost as xgb
+from smdebug.xgboost import Hook
 
-try:  # what a SageMaker Debugger script imports; murphy's images alias it to murphy's hook
-    from smdebug.xgboost import Hook
-
-    HOOK_MODULE = "smdebug.xgboost"
-except ImportError:
-    from murphy.hook.xgboost import Hook
-
-    HOOK_MODULE = "murphy.hook.xgboost"
+HOOK_MODULE = "smdebug.xgboost" + (" (murphy's alias)" if getattr(smdebug, "__murphy_alias__", False) else "")
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--num_round", type=int, default=20)
