@@ -24,11 +24,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+from murphy.core.collection import Collection
 from murphy.core.modes import ModeKeys
 from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig, SaveConfigMode
@@ -262,3 +263,40 @@ def _regex_list(value: Any, where: str) -> tuple[str, ...]:
         except re.error as e:
             raise HookError(f"{where}: invalid regex {pattern!r}: {e}") from e
     return out
+
+
+class _HasCollections(Protocol):
+    def get_collection(self, name: str) -> Collection: ...
+
+
+_H = TypeVar("_H", bound=_HasCollections)
+
+
+def apply_collection_settings(hook: _HasCollections, cfg: HookConfig, *, reductions: bool = True) -> None:
+    """The job's ``CollectionConfigurations`` applied to ``hook``'s collections (created when new).
+    ``reductions=False`` for a hook that saves no reductions (XGBoost's), as smdebug's."""
+    for settings in cfg.collections:
+        coll = hook.get_collection(settings.name)
+        coll.include(list(settings.include_regex))
+        if settings.save_config is not None:
+            coll.save_config = settings.save_config
+        if reductions and settings.reduction_config is not None:
+            coll.reduction_config = settings.reduction_config
+        coll.save_histogram = settings.save_histogram
+
+
+def hook_from_config(cls: Callable[..., _H], cfg: HookConfig, **kwargs: Any) -> _H:
+    """A hook of ``cls`` (any framework's: they share smdebug's constructor) configured by a parsed
+    ``debughookconfig.json``."""
+    hook = cls(
+        out_dir=cfg.out_dir,
+        reduction_config=cfg.reduction_config,
+        save_config=cfg.save_config,
+        include_regex=list(cfg.include_regex) or None,
+        include_collections=list(cfg.include_collections),
+        save_all=cfg.save_all,
+        include_workers=cfg.include_workers,
+        **kwargs,
+    )
+    apply_collection_settings(hook, cfg)
+    return hook

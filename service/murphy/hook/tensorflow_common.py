@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from murphy.core.collection import CollectionKeys
 from murphy.hook.backend import NumpyBackend
-from murphy.hook.base import BaseHook
-from murphy.hook.config import HookConfig
 
 # smdebug's DEFAULT_TF_COLLECTIONS. TF tensors join collections explicitly (variables, losses,
 # gradients) or through regexes the user adds; none of these has a default regex, except
@@ -106,32 +104,6 @@ def env_rank_world() -> tuple[int, int]:
             except ValueError:
                 continue
     return 0, 1
-
-
-_H = TypeVar("_H", bound=BaseHook)
-
-
-def hook_from_config(cls: Callable[..., _H], cfg: HookConfig, **kwargs: Any) -> _H:
-    """A hook of ``cls`` configured by a parsed ``debughookconfig.json``."""
-    hook = cls(
-        out_dir=cfg.out_dir,
-        reduction_config=cfg.reduction_config,
-        save_config=cfg.save_config,
-        include_regex=list(cfg.include_regex) or None,
-        include_collections=list(cfg.include_collections),
-        save_all=cfg.save_all,
-        include_workers=cfg.include_workers,
-        **kwargs,
-    )
-    for settings in cfg.collections:
-        coll = hook.get_collection(settings.name)
-        coll.include(list(settings.include_regex))
-        if settings.save_config is not None:
-            coll.save_config = settings.save_config
-        if settings.reduction_config is not None:
-            coll.reduction_config = settings.reduction_config
-        coll.save_histogram = settings.save_histogram
-    return hook
 
 
 def strip_index(name: str) -> str:

@@ -33,7 +33,7 @@ from murphy.core.modes import ModeKeys
 from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
 from murphy.hook.base import BaseHook
-from murphy.hook.config import HookConfig
+from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.tensorflow_common import (
     BIAS_PATTERN,
@@ -41,7 +41,6 @@ from murphy.hook.tensorflow_common import (
     TF_DEFAULT_INCLUDE,
     TFNumpyBackend,
     env_rank_world,
-    hook_from_config,
 )
 from murphy.hook.tensorflow_tape import TapeProxy
 from murphy.storage import ObjectStore

@@ -32,7 +32,7 @@ from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
 from murphy.hook.backend import NumpyBackend
 from murphy.hook.base import BaseHook
-from murphy.hook.config import HookConfig
+from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.tensorboard import configured_dir
 from murphy.storage import ObjectStore
@@ -223,25 +223,7 @@ class Hook(BaseHook):
     @classmethod
     def from_config(cls, cfg: HookConfig, **kwargs: Any) -> Hook:
         """A hook configured by a parsed :class:`HookConfig`."""
-        hook = cls(
-            out_dir=cfg.out_dir,
-            reduction_config=cfg.reduction_config,
-            save_config=cfg.save_config,
-            include_regex=list(cfg.include_regex) or None,
-            include_collections=list(cfg.include_collections),
-            save_all=cfg.save_all,
-            include_workers=cfg.include_workers,
-            **kwargs,
-        )
-        for settings in cfg.collections:
-            coll = hook.get_collection(settings.name)
-            coll.include(list(settings.include_regex))
-            if settings.save_config is not None:
-                coll.save_config = settings.save_config
-            if settings.reduction_config is not None:
-                coll.reduction_config = settings.reduction_config
-            coll.save_histogram = settings.save_histogram
-        return hook
+        return hook_from_config(cls, cfg, **kwargs)
 
     # ---- registration ----------------------------------------------------------------------
 

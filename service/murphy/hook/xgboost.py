@@ -37,7 +37,7 @@ from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
 from murphy.exceptions import HookError
 from murphy.hook.base import BaseHook
-from murphy.hook.config import HookConfig
+from murphy.hook.config import HookConfig, apply_collection_settings
 from murphy.hook.guard import LOGGER_NAME
 from murphy.hook.xgboost_data import DataError, load_dmatrix
 from murphy.hook.xgboost_io import InlineWriter, xgboost_save_config
@@ -155,12 +155,7 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             include_workers=cfg.include_workers,
             **kwargs,
         )
-        for settings in cfg.collections:
-            coll = hook.get_collection(settings.name)
-            coll.include(list(settings.include_regex))
-            if settings.save_config is not None:
-                coll.save_config = settings.save_config
-            coll.save_histogram = settings.save_histogram
+        apply_collection_settings(hook, cfg, reductions=False)
         return hook
 
     # ---- xgboost callbacks -----------------------------------------------------------------
