@@ -168,15 +168,17 @@ class BackgroundWriter:
         if batch.fence is not None:
             batch.fence()
         writer = StepWriter(self._store, batch.step, self._worker, batch.mode, batch.mode_step)
-        arrays: list[tuple[str, Any]] = []
+        # The step's arrays are kept for TensorBoard only when it is on (no list otherwise).
+        arrays: list[tuple[str, Any]] | None = [] if self.tensorboard is not None else None
         for rec in batch.records:
             if rec.snap is None:
                 writer.add_shape(rec.name, rec.shape or ())
                 continue
             array, original_dtype = self._backend.to_numpy(rec.snap)
             writer.add(rec.name, array, original_dtype=original_dtype, shape_of=rec.shape)
-            arrays.append((rec.name, array))
+            if arrays is not None:
+                arrays.append((rec.name, array))
         writer.close()
         self.steps_written += 1
-        if self.tensorboard is not None:
+        if self.tensorboard is not None and arrays is not None:
             self.tensorboard.write_step(batch.step, batch.mode, arrays)
