@@ -13,9 +13,8 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from murphy.jobs.model import Handle
 from murphy.runtimes import procfs
-from murphy.runtimes.base import ContainerState, RulePlan, Runtime, TrainingPlan
+from murphy.runtimes.base import ContainerState, Handle, RulePlan, Runtime, TrainingPlan
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.sdk.estimator import source_tarball
 

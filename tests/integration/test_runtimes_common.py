@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 from runtime_support import DEMO, RULES, DockerEnv, ProcessEnv, RuntimeEnv
 
-from murphy.jobs.model import Handle
-from murphy.runtimes.base import Channel, ContainerState, RulePlan, TrainingPlan
+from murphy.runtimes.base import Channel, ContainerState, Handle, RulePlan, TrainingPlan
 
 Demo = tuple[TrainingPlan, Handle, ContainerState]
 

@@ -15,10 +15,10 @@ import logging
 from dataclasses import dataclass, field
 
 from murphy.exceptions import MurphyError, RuntimeBackendError
-from murphy.jobs.model import Handle, JobRecord, RuleEvaluationStatus, SecondaryStatus
+from murphy.jobs.model import JobRecord, RuleEvaluationStatus, SecondaryStatus
 from murphy.jobs.plans import containers, rule_plan, training_container, training_plan
 from murphy.jobs.progress import MAX_REASON
-from murphy.runtimes.base import Runtime
+from murphy.runtimes.base import Handle, Runtime
 from murphy.settings import Settings
 
 log = logging.getLogger(__name__)

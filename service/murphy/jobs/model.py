@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from murphy.exceptions import IllegalTransition
+from murphy.runtimes.base import Handle
 
 
 class TrainingJobStatus(str, Enum):
@@ -94,14 +95,6 @@ RULE_TRANSITIONS: dict[RuleEvaluationStatus, frozenset[RuleEvaluationStatus]] = 
 def is_terminal(status: TrainingJobStatus) -> bool:
     return status in TERMINAL_JOB
 
-
-@dataclass
-class Handle:
-    """Where a runtime put one container: enough to find it again after a service restart."""
-
-    runtime: str
-    id: str
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -34,12 +34,12 @@ from murphy.exceptions import (
     RuntimeBackendError,
 )
 from murphy.jobs import launch
-from murphy.jobs.model import Handle, JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
+from murphy.jobs.model import JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
 from murphy.jobs.plans import open_uri, tensor_uri
 from murphy.jobs.progress import MAX_REASON, STAGES, advance, bare, failure_reason
 from murphy.jobs.reconciler import Reconciler
 from murphy.jobs.service import mutate, request_stop
-from murphy.runtimes.base import ContainerState, Runtime
+from murphy.runtimes.base import ContainerState, Handle, Runtime
 from murphy.settings import Settings
 from murphy.storage import ObjectStore
 from murphy.store.base import JobStore

@@ -7,7 +7,7 @@ with which configuration, reading and writing which ``s3://`` locations) and han
 nothing at all (:class:`murphy.runtimes.fake.FakeRuntime`, for unit tests).
 
 Runtimes keep no state of their own: everything needed to find a container again is in the
-:class:`~murphy.jobs.model.Handle` that ``launch`` returns, which the supervisor stores on the job
+:class:`Handle` that ``launch`` returns, which the supervisor stores on the job
 record. ``launch`` is idempotent on ``plan.container_name``: launching a name that already
 exists returns the existing container's handle instead of starting a second one.
 
@@ -23,9 +23,16 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from murphy.jobs.model import Handle
+
+@dataclass
+class Handle:
+    """Where a runtime put one container: enough to find it again after a service restart."""
+
+    runtime: str
+    id: str
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

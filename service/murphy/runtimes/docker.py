@@ -34,12 +34,12 @@ import docker.errors
 from docker.models.containers import Container
 
 from murphy.exceptions import RuntimeBackendError
-from murphy.jobs.model import Handle
 from murphy.runtimes import docker_spec as spec
 from murphy.runtimes import files, logfile
 from murphy.runtimes.base import (
     ContainerState,
     FoundContainer,
+    Handle,
     LogPage,
     Plan,
     RulePlan,

@@ -23,8 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from murphy.exceptions import RuntimeBackendError
-from murphy.jobs.model import Handle
-from murphy.runtimes.base import ContainerState, FoundContainer, LogEvent, LogPage, Plan
+from murphy.runtimes.base import ContainerState, FoundContainer, Handle, LogEvent, LogPage, Plan
 
 
 @dataclass

@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from murphy.exceptions import RuntimeBackendError
-from murphy.jobs.model import Handle
 from murphy.runtimes import files, logfile, procfs
 from murphy.runtimes.base import (
     ContainerState,
     FoundContainer,
+    Handle,
     LogPage,
     Plan,
     TrainingPlan,

@@ -14,8 +14,8 @@ from apihelp import ACCOUNT, Plane, TestClient, aws, error_of, make_plane, train
 
 from murphy.api.app import create_app
 from murphy.api.shapes.logs import DescribeLogStreamsResponse, GetLogEventsResponse
-from murphy.jobs.model import Handle
 from murphy.jobs.service import JobService
+from murphy.runtimes.base import Handle
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.process import ProcessRuntime
 
