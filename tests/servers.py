@@ -162,6 +162,10 @@ def start_seaweedfs(timeout: float = 60.0) -> S3Server:
             "-s3.port.lance=0",
             "-admin.ui=false",
             "-webdav=false",
+            # Every bucket is a SeaweedFS collection that takes several volumes; the auto limit
+            # (free disk / volume size) ran out after ~10 buckets on a shared server ("No writable
+            # volumes and no free volumes left"). Volumes are sparse files, so a high cap is cheap.
+            "-volume.max=5000",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
