@@ -90,6 +90,69 @@ def test_export_is_incremental_with_one_run_per_mode(tb_python: str, tmp_path: P
     assert len(list((logdir / "TRAIN").glob("*tfevents*"))) == 2
 
 
+# A trial written by the REAL smdebug 1.0.34 PyTorch hook (run in the smdebug venv).
+SMDEBUG_WRITER = """
+import sys
+import torch
+import smdebug.pytorch as smd
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 1)
+hook = smd.Hook(out_dir=sys.argv[1], save_config=smd.SaveConfig(save_interval=1),
+                include_collections=["weights", "losses"])
+hook.register_module(model)
+loss_fn = torch.nn.MSELoss()
+hook.register_loss(loss_fn)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.arange(12.0).reshape(4, 3) / 10, torch.ones(4, 1)
+hook.set_mode(smd.modes.TRAIN)
+for _ in range(3):
+    opt.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+hook.set_mode(smd.modes.EVAL)
+with torch.no_grad():
+    for _ in range(2):
+        loss_fn(model(x), y)
+hook.close()
+"""
+
+
+@pytest.mark.compat
+def test_export_of_an_smdebug_trial_on_s3(tb_python: str, request: pytest.FixtureRequest, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``murphy tensorboard export s3://...`` of what smdebug itself wrote: one run per mode, the
+    values smdebug saved (read back by murphy.trial from the same URI)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compat"))
+    import compat_harness
+
+    import servers
+    from murphy.trial import create_trial
+
+    s3 = request.getfixturevalue("seaweedfs_server")
+    uri = f"s3://{servers.new_bucket(s3, prefix='tbexport')}/smdebug-run"
+    env = compat_harness.clean_env(s3.env())
+    proc = subprocess.run([compat_harness.ensure_smdebug_venv(), "-c", SMDEBUG_WRITER, uri], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = subprocess.run([sys.executable, "-m", "murphy.cli", "tensorboard", "export", uri, str(tmp_path / "tb")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "5 new step(s)" in out.stdout, out.stdout + out.stderr
+    runs = read(tb_python, tmp_path / "tb")
+    assert sorted(runs) == ["EVAL", "TRAIN"]
+    for name, value in s3.env().items():
+        monkeypatch.setenv(name, value)  # this process reads the same URI
+    trial = create_trial(uri)
+    loss = trial.tensor_names(collection="losses")[0]
+    for run, mode in (("TRAIN", ModeKeys.TRAIN), ("EVAL", ModeKeys.EVAL)):
+        t = trial.tensor(loss)
+        want = [[trial.global_step(mode, s), float(t.value(s, mode=mode))] for s in t.steps(mode=mode)]
+        got = runs[run]["scalars"][f"losses/{loss}"]
+        assert [p[0] for p in got] == [p[0] for p in want] and np.allclose([p[1] for p in got], [p[1] for p in want])
+    weight = next(n for n in trial.tensor_names(collection="weights") if n.endswith("weight"))
+    assert [h[0] for h in runs["TRAIN"]["histograms"][f"weights/{weight}"]] == [0, 1, 2]
+
+
 @pytest.mark.slow
 def test_tensorboard_output_config_end_to_end(tb_python: str, request: pytest.FixtureRequest, make_server: Any,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
