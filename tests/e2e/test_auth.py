@@ -336,3 +336,43 @@ def test_events_and_subscriptions_are_per_account(auth_server: tuple[MurphyServe
     assert status == 404
     assert rest(server, key_a, "GET", "/v1/dead-letters")[1] == {"dead_letters": []}
     assert [s["name"] for s in rest(server, key_b, "GET", "/v1/subscriptions")[1]["subscriptions"]] == ["bobs-hook"]
+
+
+def _http(server: MurphyServer, method: str, path: str, body: str | None = None,
+          headers: dict[str, str] | None = None) -> tuple[int, list[tuple[str, str]]]:
+    from urllib.parse import urlsplit
+
+    url = urlsplit(server.endpoint)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        response.read()
+        return response.status, response.getheaders()
+    finally:
+        conn.close()
+
+
+def test_a_dashboard_login_survives_a_server_restart(make_server: MakeServer, tmp_path: Path) -> None:
+    """The session lives in the job store (SQLite here), not in the server process."""
+    from urllib.parse import urlencode
+
+    data = tmp_path / "murphy"
+    key = keys(data, "create", "--account", ACCOUNT_A, "--name", "alice")["AccessKey"]
+    args = ("--auth", "sigv4", "--runtime", "fake")
+    server = make_server(*args, data_dir=data)
+    form = urlencode({"access_key_id": key["AccessKeyId"], "secret": key["SecretAccessKey"], "next": "/ui/"})
+    status, headers = _http(server, "POST", "/ui/login", form, {"content-type": "application/x-www-form-urlencoded"})
+    assert status == 303
+    cookies = dict(v.split(";")[0].split("=", 1) for k, v in headers if k.lower() == "set-cookie")
+    jar = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    assert _http(server, "GET", "/ui/", headers={"cookie": jar})[0] == 200
+    assert _http(server, "GET", "/ui/")[0] == 303  # no cookie: to the login form
+
+    server.stop()
+    restarted = make_server(*args, data_dir=data)
+    assert _http(restarted, "GET", "/ui/", headers={"cookie": jar})[0] == 200
+    assert _http(restarted, "GET", "/v1/ui/jobs", headers={"cookie": jar})[0] == 200
+    assert _http(restarted, "POST", "/ui/logout",
+                 headers={"cookie": jar, "x-murphy-csrf": cookies["murphy_csrf"]})[0] == 303
+    assert _http(restarted, "GET", "/ui/", headers={"cookie": jar})[0] == 303  # logged out for good

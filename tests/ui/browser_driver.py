@@ -90,6 +90,14 @@ def seed(page: Page, endpoint: str, out: Path, job: str, errors: list[str]) -> d
     page.click('#rule-rows tr.clickable')  # a finding moves every chart to its step
     page.wait_for_function("() => window.murphyPage.zoom !== null")
     facts["zoom_after_finding"] = page.evaluate("window.murphyPage.zoom")
+    # The selected tensor's reductions: another one replaces the l2 norm, in the same window.
+    page.select_option("#t-stat", "nan_count")
+    page.wait_for_function("() => { const r = window.murphyPage.reductions; "
+                           "return r && r.url.includes('stat=nan_count') && r.doc && r.painted; }", timeout=30_000)
+    facts["reduction"] = page.evaluate("(() => { const r = window.murphyPage.reductions; "
+                                       "return {title: r.title, steps: r.doc.steps, last: r.doc.last}; })()")
+    page.select_option("#t-stat", "l2")
+    page.wait_for_function("() => window.murphyPage.reductions.url.includes('stat=l2') && window.murphyPage.reductions.painted")
     page.locator("#s-tensors").scroll_into_view_if_needed()
     page.screenshot(path=str(out / "tensors.png"), full_page=False)
     return facts

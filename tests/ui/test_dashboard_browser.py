@@ -94,6 +94,11 @@ def test_seed_job_in_the_browser(request: pytest.FixtureRequest, make_server: An
     # Clicking the finding moved the charts to its step.
     x0, x1 = facts["zoom_after_finding"]
     assert x0 <= 2 <= x1
+    # The reduction selector: the weight's NaN count over the zoomed window, 0 before step 2, 2 after.
+    red = facts["reduction"]
+    assert red["title"] == "LinearRegression_weight: nan_count", red
+    assert red["steps"] and all(x0 <= s <= x1 for s in red["steps"]), red
+    assert red["last"] == [0 if s < 2 else 2 for s in red["steps"]], red
     assert facts["errors"] == [], facts["errors"]
     for shot in ("jobs.png", "job.png", "job-top.png", "tensors.png"):
         assert (artifacts_dir / shot).stat().st_size > 10_000

@@ -28,6 +28,7 @@ import murphy.ui
 from murphy.auth import sessions as s
 from murphy.auth.verifier import Principal
 from murphy.exceptions import AccessDeniedException
+from murphy.store.base import UiSessionStore
 
 if TYPE_CHECKING:
     from murphy.auth.keys import ResolvedKey
@@ -64,7 +65,12 @@ class UiAuth:
     def __init__(self, verifier: Verifier, settings: Settings, sessions: s.Sessions | None = None) -> None:
         self.verifier = verifier
         self.settings = settings
-        self.sessions = sessions or s.Sessions(ttl_s=settings.ui_session_s)
+        if sessions is None:
+            # The job store's table when it keeps one (both stores do): logins outlive the process.
+            store = getattr(verifier.keys, "store", None)
+            sessions = s.Sessions(ttl_s=settings.ui_session_s,
+                                  store=store if isinstance(store, UiSessionStore) else None)
+        self.sessions = sessions
         self.templates = Jinja2Templates(directory=str(resources.files(murphy.ui) / "templates"))
 
     async def _key(self, access_key_id: str) -> ResolvedKey | None:
@@ -81,13 +87,14 @@ class UiAuth:
             return None
         jar = s.cookies("; ".join(headers.get("cookie", [])))
         session_id = jar.get(s.COOKIE)
-        session = self.sessions.get(session_id)
+        # The store may be a database: off the event loop.
+        session = await run_in_threadpool(self.sessions.get, session_id) if session_id else None
         if session is None:
             return None
         # Through the verifier's cache: a disabled key stops working within auth_key_cache_s.
         key = await self._key(session.access_key_id)
         if not s.key_usable(key, self.verifier.now()):
-            self.sessions.end(session_id)
+            await run_in_threadpool(self.sessions.end, session_id)
             return None
         assert key is not None
         if use == "write" and not s.csrf_ok(session, (headers.get(s.CSRF_HEADER) or [""])[0]):
@@ -120,8 +127,8 @@ class UiAuth:
             return self._page(request, 401, BAD_LOGIN, akid[:128], nxt)
         assert key is not None
         # A fresh id at every login (never one the browser brought); the browser's old one ends.
-        self.sessions.end(s.cookies(request.headers.get("cookie")).get(s.COOKIE))
-        session_id, session = self.sessions.create(key.access_key_id)
+        await run_in_threadpool(self.sessions.end, s.cookies(request.headers.get("cookie")).get(s.COOKIE))
+        session_id, session = await run_in_threadpool(self.sessions.create, key.access_key_id)
         secure = request.url.scheme == "https"
         ttl = int(self.sessions.ttl_s)
         response = RedirectResponse(nxt, status_code=303)
@@ -132,7 +139,7 @@ class UiAuth:
         return response
 
     async def logout(self, request: Request) -> Response:
-        self.sessions.end(s.cookies(request.headers.get("cookie")).get(s.COOKIE))
+        await run_in_threadpool(self.sessions.end, s.cookies(request.headers.get("cookie")).get(s.COOKIE))
         secure = request.url.scheme == "https"
         response = RedirectResponse(LOGIN, status_code=303)
         for name, http_only in ((s.COOKIE, True), (s.CSRF_COOKIE, False)):

@@ -1,12 +1,13 @@
 """The dashboard's browser sessions under ``--auth sigv4``: a browser cannot SigV4-sign, so a
 person logs in once with an access key id and secret and gets a session cookie instead.
 
-A session is a random server-side id (256 bits from :mod:`secrets`), kept in memory only by its
-SHA-256 (a copy of the table opens nothing), with an expiry and a per-session CSRF token. The
-session names the access key, never its secret: every request re-resolves the key through the
-verifier's cache, so a disabled or deleted key ends its sessions within ``auth_key_cache_s``.
-Sessions end with the server process (a restart logs everyone out), which is the simple, safe
-choice for a single-process control plane.
+A session is a random server-side id (256 bits from :mod:`secrets`), kept only by its SHA-256 (a
+copy of the table opens nothing), with an expiry and a per-session CSRF token. The session names
+the access key, never its secret: every request re-resolves the key through the verifier's cache,
+so a disabled or deleted key ends its sessions within ``auth_key_cache_s``. The table is the job
+store's (:class:`murphy.store.base.UiSessionStore`: memory, SQLite, PostgreSQL), so a restarted
+server, or a second one on the same database, keeps everyone logged in; expired rows are swept at
+every login.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from murphy.auth.keys import ResolvedKey
+from murphy.store.base import UiSession, UiSessionStore
+from murphy.store.memory_sessions import MemoryUiSessions
 
 COOKIE = "murphy_session"
 #: Readable by the page's script, which echoes it in :data:`CSRF_HEADER` on state-changing calls.
@@ -31,11 +33,8 @@ MAX_SESSIONS = 10_000
 _DUMMY_SECRET = "d" * 40
 
 
-@dataclass(frozen=True)
-class Session:
-    access_key_id: str
-    csrf: str
-    expires_at: float
+#: What a session is (the job store's record of it).
+Session = UiSession
 
 
 def _digest(session_id: str) -> str:
@@ -43,51 +42,45 @@ def _digest(session_id: str) -> str:
 
 
 class Sessions:
+    """The session table over a :class:`UiSessionStore` (default: one of this process's own)."""
+
     def __init__(self, ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time,
-                 max_sessions: int = MAX_SESSIONS) -> None:
+                 max_sessions: int = MAX_SESSIONS, store: UiSessionStore | None = None) -> None:
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
         self._clock = clock
         self._lock = threading.Lock()
-        self._by_digest: dict[str, Session] = {}
+        self.store: UiSessionStore = store if store is not None else MemoryUiSessions()
 
     def create(self, access_key_id: str) -> tuple[str, Session]:
         """A new session for a key whose secret was just checked: (the cookie's value, the session)."""
         session_id = secrets.token_urlsafe(32)
-        session = Session(access_key_id, secrets.token_urlsafe(32), self._clock() + self.ttl_s)
+        now = self._clock()
+        session = UiSession(_digest(session_id), access_key_id, secrets.token_urlsafe(32), now + self.ttl_s)
         with self._lock:
-            if len(self._by_digest) >= self.max_sessions:
-                self._sweep()
-            if len(self._by_digest) >= self.max_sessions:  # still full of live ones: the oldest go
-                for old in sorted(self._by_digest, key=lambda d: self._by_digest[d].expires_at)[:self.max_sessions // 10]:
-                    del self._by_digest[old]
-            self._by_digest[_digest(session_id)] = session
+            self.store.delete_expired_ui_sessions(now)
+            if self.store.count_ui_sessions() >= self.max_sessions:  # full of live ones: the oldest go
+                self.store.delete_oldest_ui_sessions(max(1, self.max_sessions // 10))
+            self.store.put_ui_session(session)
         return session_id, session
 
     def get(self, session_id: str | None) -> Session | None:
         if not session_id:
             return None
-        digest = _digest(session_id)
-        found = self._by_digest.get(digest)
+        found = self.store.get_ui_session(_digest(session_id))
         if found is None:
             return None
         if found.expires_at <= self._clock():
-            self.end(session_id)
+            self.store.delete_ui_session(found.digest)
             return None
         return found
 
     def end(self, session_id: str | None) -> None:
         if session_id:
-            with self._lock:
-                self._by_digest.pop(_digest(session_id), None)
+            self.store.delete_ui_session(_digest(session_id))
 
     def __len__(self) -> int:
-        return len(self._by_digest)
-
-    def _sweep(self) -> None:
-        now = self._clock()
-        for digest in [d for d, s in self._by_digest.items() if s.expires_at <= now]:
-            del self._by_digest[digest]
+        return self.store.count_ui_sessions()
 
 
 def csrf_ok(session: Session, given: str | None) -> bool:

@@ -27,6 +27,7 @@ from murphy.hook.collections import PYTORCH_COLLECTION_REGEXES, HookCollections
 from murphy.hook.config import DEFAULT_LOCAL_PATH
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard, guarded
 from murphy.hook.tensorboard import TensorBoardSink
+from murphy.hook.tensorboard import resolve_dir as resolve_tensorboard_dir
 from murphy.hook.writer import DEFAULT_MAX_PENDING, BackgroundWriter, Record, StepBatch
 from murphy.storage import ObjectStore, open_store
 from murphy.tensorio.locations import (
@@ -200,6 +201,12 @@ class BaseHook:
             return [(c, colls.collections[c].save_histogram) for c in colls.matching(name)]
 
         self._writer.tensorboard = TensorBoardSink(os.fspath(logdir), self.worker, classify)
+
+    def _setup_tensorboard(self, out_dir: object, export_tensorboard: bool, tensorboard_dir: str | None) -> None:
+        """Adapters pass smdebug's TensorBoard arguments here, once their writer is in place."""
+        tb_dir = resolve_tensorboard_dir(out_dir, export_tensorboard, tensorboard_dir)
+        if tb_dir is not None:
+            self.enable_tensorboard(tb_dir)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Hand the current step to the writer and wait until everything queued is written."""

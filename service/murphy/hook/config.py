@@ -290,6 +290,8 @@ def hook_from_config(cls: Callable[..., _H], cfg: HookConfig, **kwargs: Any) -> 
     ``debughookconfig.json``."""
     hook = cls(
         out_dir=cfg.out_dir,
+        export_tensorboard=cfg.export_tensorboard,
+        tensorboard_dir=cfg.tensorboard_dir,
         reduction_config=cfg.reduction_config,
         save_config=cfg.save_config,
         include_regex=list(cfg.include_regex) or None,

@@ -43,6 +43,20 @@ def configured_dir() -> str | None:
     return str(local) if local else DEFAULT_LOCAL_PATH
 
 
+def resolve_dir(out_dir: object, export_tensorboard: bool, tensorboard_dir: str | None) -> str | None:
+    """Where a hook's TensorBoard files go, from smdebug's hook arguments (every framework's).
+
+    ``tensorboard_dir`` wins; then, in a container, ``TensorBoardOutputConfig``
+    (``tensorboardoutputconfig.json``); then ``export_tensorboard`` alone writes under
+    ``<out_dir>/tensorboard`` when ``out_dir`` is a local path (smdebug's rule). None: off.
+    """
+    tb_dir = tensorboard_dir or configured_dir()
+    if tb_dir is None and export_tensorboard and isinstance(out_dir, str | os.PathLike) \
+            and "://" not in os.fspath(out_dir):
+        tb_dir = os.path.join(os.fspath(out_dir), "tensorboard")
+    return tb_dir
+
+
 Classifier = Callable[[str], Sequence[tuple[str, bool]]]
 
 

@@ -90,8 +90,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             save_all, include_workers, backend=TFNumpyBackend(), rank=rank, world_size=world,
             collection_regexes=TF_COLLECTION_REGEXES, **kwargs,
         )
-        if export_tensorboard or tensorboard_dir:
-            _log.warning("murphy hook: TensorBoard export is not supported; ignoring it")
+        self._setup_tensorboard(out_dir, export_tensorboard, tensorboard_dir)
         self.collections.include(TF_DEFAULT_INCLUDE)
         self._optimizers: list[Any] = []
         # id(variable) -> (variable, its shadow gradient variable, export name)

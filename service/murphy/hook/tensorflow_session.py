@@ -70,8 +70,7 @@ class SessionHook(tf.train.SessionRunHook, BaseHook):  # type: ignore[misc]
             save_all, include_workers, backend=TFNumpyBackend(), rank=rank, world_size=world,
             collection_regexes=TF_COLLECTION_REGEXES, **kwargs,
         )
-        if export_tensorboard or tensorboard_dir:
-            _log.warning("murphy hook: TensorBoard export is not supported; ignoring it")
+        self._setup_tensorboard(out_dir, export_tensorboard, tensorboard_dir)
         self.collections.include(TF_DEFAULT_INCLUDE)
         # Explicit members, per collection: export name -> the tensor (or variable) to fetch.
         self._members: dict[str, dict[str, Any]] = {}

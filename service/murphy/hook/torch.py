@@ -34,7 +34,6 @@ from murphy.hook.backend import NumpyBackend
 from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
-from murphy.hook.tensorboard import configured_dir
 from murphy.storage import ObjectStore
 
 _log = logging.getLogger(LOGGER_NAME)
@@ -197,14 +196,7 @@ class Hook(BaseHook):
             out_dir, dry_run, reduction_config, save_config, include_regex, include_collections,
             save_all, include_workers, backend=TorchBackend(), rank=rank, world_size=world, **kwargs,
         )
-        # smdebug: export_tensorboard without a directory writes under out_dir/tensorboard; in a
-        # container TensorBoardOutputConfig (tensorboardoutputconfig.json) decides.
-        tb_dir = tensorboard_dir or configured_dir()
-        if tb_dir is None and export_tensorboard and isinstance(out_dir, str | os.PathLike) \
-                and "://" not in os.fspath(out_dir):
-            tb_dir = os.path.join(os.fspath(out_dir), "tensorboard")
-        if tb_dir is not None:
-            self.enable_tensorboard(tb_dir)
+        self._setup_tensorboard(out_dir, export_tensorboard, tensorboard_dir)
         self._module_names: dict[int, str] = {}
         self._params: list[tuple[str, torch.nn.Parameter]] = []
         self._param_ids: dict[int, int] = {}

@@ -127,8 +127,8 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self.collections.invalidate()
         if reduction_config is not None:
             _log.warning("murphy XGBoost hook: 'reduction_config' is not supported and will be ignored.")
-        if export_tensorboard or tensorboard_dir:
-            _log.warning("murphy hook: TensorBoard export is not supported; ignoring it")
+        # After the writer is chosen: the TensorBoard sink hangs on it.
+        self._setup_tensorboard(out_dir, export_tensorboard, tensorboard_dir)
         self.hyperparameters = dict(hyperparameters) if hyperparameters else None
         self.xgboost_version = xgboost.__version__
         self._warned: set[str] = set()
@@ -148,6 +148,8 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         """A hook configured by a parsed :class:`HookConfig` (save interval 10 unless set)."""
         hook = cls(
             out_dir=cfg.out_dir,
+            export_tensorboard=cfg.export_tensorboard,
+            tensorboard_dir=cfg.tensorboard_dir,
             save_config=xgboost_save_config(cfg),
             include_regex=list(cfg.include_regex) or None,
             include_collections=list(cfg.include_collections),

@@ -29,6 +29,8 @@ class InlineWriter(BackgroundWriter):
 
     def close(self, timeout: float | None = None) -> None:
         self._closed = True
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
 
 def xgboost_save_config(cfg: HookConfig) -> SaveConfig:

@@ -241,7 +241,8 @@ class DockerRuntime:
                 for n in (*dirnames, *filenames):
                     os.chown(os.path.join(dirpath, n), uid, gid, follow_symlinks=False)
         if self.store.buckets_dir:
-            uris = [plan.tensor_uri, plan.output_uri] if isinstance(plan, TrainingPlan) else [plan.result_uri]
+            uris = ([plan.tensor_uri, plan.output_uri, plan.tensorboard_uri] if isinstance(plan, TrainingPlan)
+                    else [plan.result_uri])
             for uri in uris:
                 if uri and uri.startswith("s3://"):
                     self._grant_prefix(uri, uid, gid)

@@ -118,6 +118,46 @@ class AccessKeyStore(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class UiSession:
+    """A dashboard login session (``murphy.auth.sessions``), kept only by the SHA-256 (hex) of its
+    random id: a copy of the table opens nothing. It names the access key, never its secret."""
+
+    digest: str
+    access_key_id: str
+    #: The session's CSRF token (useless without the session id itself).
+    csrf: str
+    expires_at: float
+
+
+@runtime_checkable
+class UiSessionStore(Protocol):
+    """The dashboard's login sessions in the job store's database (both stores implement it), so
+    a restarted server, or a second one on the same database, keeps everyone logged in."""
+
+    def put_ui_session(self, session: UiSession) -> None:
+        ...
+
+    def get_ui_session(self, digest: str) -> UiSession | None:
+        """The session, expired or not (the caller checks); None when there is none."""
+        ...
+
+    def delete_ui_session(self, digest: str) -> None:
+        """No error when there is none."""
+        ...
+
+    def count_ui_sessions(self) -> int:
+        ...
+
+    def delete_expired_ui_sessions(self, before: float) -> int:
+        """Remove sessions that expire at or before ``before``; returns how many."""
+        ...
+
+    def delete_oldest_ui_sessions(self, n: int) -> int:
+        """Remove the ``n`` sessions that expire first; returns how many."""
+        ...
+
+
 @runtime_checkable
 class JobStore(Protocol):
     def create(self, record: JobRecord) -> JobRecord:

@@ -16,6 +16,7 @@ from murphy.jobs.model import TERMINAL_JOB, JobRecord, TrainingJobStatus
 from murphy.store.base import EventBuilder, EventListener, JobQuery
 from murphy.store.memory_events import MemoryEvents
 from murphy.store.memory_keys import MemoryKeys
+from murphy.store.memory_sessions import MemoryUiSessions
 
 
 def _dump(record: JobRecord, version: int) -> str:
@@ -54,12 +55,13 @@ def page(q: JobQuery, records: list[JobRecord]) -> list[JobRecord]:
     return hits[q.offset:end]
 
 
-class InMemoryJobStore(MemoryEvents, MemoryKeys):
+class InMemoryJobStore(MemoryEvents, MemoryKeys, MemoryUiSessions):
     """A thread-safe dict of JSON records with the same contract as the SQL store."""
 
     def __init__(self) -> None:
         MemoryEvents.__init__(self)
         MemoryKeys.__init__(self)
+        MemoryUiSessions.__init__(self)
         self._rows: dict[str, str] = {}
         self._lock = threading.Lock()
         self._builder: EventBuilder | None = None

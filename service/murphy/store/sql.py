@@ -47,6 +47,7 @@ from murphy.store.sql_events import (
 )
 from murphy.store.sql_events import DuplicateKey as _Duplicate
 from murphy.store.sql_keys import KEYS_SCHEMA_VERSION, SqlKeysMixin, keys_metadata
+from murphy.store.sql_sessions import SESSIONS_SCHEMA_VERSION, SqlUiSessionsMixin, sessions_metadata
 
 #: Bump with a migration step in :meth:`SqlJobStore._create_schema`.
 SCHEMA_VERSION = 1
@@ -183,7 +184,7 @@ def _decode(text: str, version: int) -> JobRecord:
     return JobRecord.from_dict({**json.loads(text), "version": version})
 
 
-class SqlJobStore(SqlEventsMixin, SqlKeysMixin):
+class SqlJobStore(SqlEventsMixin, SqlKeysMixin, SqlUiSessionsMixin):
     """A :class:`murphy.store.base.JobStore` in any SQLAlchemy database (SQLite, PostgreSQL)."""
 
     def __init__(self, url: str) -> None:
@@ -358,8 +359,9 @@ class SqlJobStore(SqlEventsMixin, SqlKeysMixin):
             metadata.create_all(conn)
             events_metadata.create_all(conn)
             keys_metadata.create_all(conn)
+            sessions_metadata.create_all(conn)
             for component, known in (("jobs", SCHEMA_VERSION), ("events", EVENTS_SCHEMA_VERSION),
-                                     ("keys", KEYS_SCHEMA_VERSION)):
+                                     ("keys", KEYS_SCHEMA_VERSION), ("sessions", SESSIONS_SCHEMA_VERSION)):
                 found = conn.execute(
                     sa.select(murphy_schema.c.version).where(murphy_schema.c.component == component)
                 ).scalar_one_or_none()

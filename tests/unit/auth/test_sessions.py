@@ -31,7 +31,8 @@ def test_a_session_is_random_kept_by_digest_and_expires() -> None:
     other, _ = table.create("AKIA1")
     assert sid != other and len(sid) >= 43 and session.csrf != sid
     assert table.get(sid) == session and session.expires_at == 1_060.0
-    assert sid not in repr(table._by_digest)  # only the digest is kept
+    stored = table.store.get_ui_session(session.digest)
+    assert stored == session and sid not in repr(stored)  # only the digest is kept
     assert table.get("not-a-session") is None and table.get("") is None and table.get(None) is None
     clock.now = 1_059.9
     assert table.get(sid) == session

@@ -193,3 +193,13 @@ def test_create_from_json_file_and_get_hook(tmp_path: Path, monkeypatch: pytest.
 def test_import_murphy_hook_does_not_import_torch() -> None:
     code = "import sys, murphy.hook; assert 'torch' not in sys.modules; murphy.hook.torch; assert 'torch' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_json_config_tensorboard_dir_reaches_the_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENSORBOARD_CONFIG_FILE_PATH", str(tmp_path / "absent.json"))
+    path = tmp_path / "debughookconfig.json"
+    path.write_text(json.dumps({"LocalPath": str(tmp_path / "tensors"),
+                                "HookParameters": {"tensorboard_dir": str(tmp_path / "tb")}}))
+    hook = Hook.create_from_json_file(path)
+    assert hook._writer.tensorboard is not None and hook._writer.tensorboard.logdir == str(tmp_path / "tb")
+    hook.close()

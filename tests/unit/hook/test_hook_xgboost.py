@@ -231,3 +231,23 @@ def test_an_unwritable_out_dir_never_breaks_training(tmp_path: Path, caplog: pyt
         bst = _train(hook, rounds=4)
     assert bst.num_boosted_rounds() == 4
     assert not hook.enabled and hook.guard.error is not None
+
+
+def test_json_config_tensorboard_parameters_reach_the_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HookParameters`` ``export_tensorboard``/``tensorboard_dir`` (smdebug's keys) turn the
+    hook's TensorBoard output on, as the constructor arguments do; without them it stays off."""
+    monkeypatch.setenv("TENSORBOARD_CONFIG_FILE_PATH", str(tmp_path / "absent.json"))
+    for params, logdir in (({"export_tensorboard": "true"}, tmp_path / "a" / "tensorboard"),
+                           ({"tensorboard_dir": str(tmp_path / "tb")}, tmp_path / "tb"),
+                           ({}, None)):
+        out = tmp_path / ("a" if "export_tensorboard" in params else f"t{len(params)}")
+        cfg = tmp_path / "debughookconfig.json"
+        cfg.write_text(json.dumps({"LocalPath": str(out), "HookParameters": {**params, "save_interval": "1"},
+                                   "CollectionConfigurations": [{"CollectionName": "metrics"}]}))
+        hook = Hook.create_from_json_file(cfg)
+        _train(hook, rounds=2)
+        if logdir is None:
+            assert hook._writer.tensorboard is None
+            continue
+        assert sorted(p.name for p in logdir.iterdir()) == ["GLOBAL"], params
+        assert any(f.name.startswith("events.out.tfevents.") for f in (logdir / "GLOBAL").iterdir()), params

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from uikit import collections, end, job_store, step
 import murphy.ui
 from murphy.jobs.model import RuleEvaluationStatus
 from murphy.jobs.service import mutate
-from murphy.ui.tensors import TensorCache
+from murphy.ui.tensors import STATS, TensorCache
 
 W, G, LOSS = "fc.weight", "gradient/fc.weight", "loss"
 
@@ -167,9 +168,15 @@ def test_pages_render_with_the_vendored_libraries(client: TestClient, plane: Pla
     page = client.get("/ui/jobs/job-1")
     assert 'data-job="job-1"' in page.text and 'href="/v1/training-jobs/job-1"' in page.text
     assert "<script>" not in client.get("/ui/jobs/<script>").text  # autoescaped
-    for ref in ("vendor/uplot-1.6.32/uPlot.iife.min.js", "vendor/uplot-1.6.32/uPlot.min.css", "murphy.js", "job.js"):
-        assert f"/ui/static/{ref}" in page.text or ref.endswith("job.js") is False or ref in page.text
+    for ref in ("vendor/uplot-1.6.32/uPlot.iife.min.js", "vendor/uplot-1.6.32/uPlot.min.css", "murphy.css", "murphy.js",
+                "job.js"):
+        assert f'"/ui/static/{ref}"' in page.text, ref
         assert client.get(f"/ui/static/{ref}").status_code == 200
+    # The Tensors section's reduction selector offers every stat the series route draws.
+    stats = re.search(r'<select id="t-stat"[^>]*>(.*?)</select>', page.text, re.S)
+    assert stats is not None
+    offered = re.findall(r'value="(\w+)"', stats.group(1))
+    assert offered[0] == "l2" and sorted(offered) == sorted(set(STATS) - {"value"})  # "value" is the Scalars' line
     assert "cdn" not in page.text.lower() and "https://" not in page.text
     # The vendored files are the pinned release: their checksums match SHA256SUMS.
     vendor = Path(murphy.ui.__file__).parent / "static" / "vendor" / "uplot-1.6.32"

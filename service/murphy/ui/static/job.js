@@ -104,13 +104,15 @@
   $("t-regex").addEventListener("input", () => refreshTensors());
   $("t-collection").addEventListener("change", () => refreshTensors());
   $("tensor-list").addEventListener("click", (e) => { const li = e.target.closest("li"); if (li) select(li.dataset.tensor); });
+  $("t-stat").addEventListener("change", (e) => { state.stat = e.target.value; if (state.selected) select(state.selected); });
   function select(name) {
     state.selected = name;
-    $("t-selected").textContent = `${name} (l2 norm over steps)`;
+    const stat = state.stat;
+    $("t-selected").textContent = `${name} (${stat} over steps)`;
     for (const li of $("tensor-list").children) li.classList.toggle("sel", li.dataset.tensor === name);
     const el = $("reductions-chart");
     el.innerHTML = "";
-    state.reductions = chartFor(name, "l2", el, `${name}: l2`);
+    state.reductions = chartFor(name, stat, el, `${name}: ${stat}`);
     state.reductions.zoom = state.zoom;
     state.reductions.refresh();
     refreshHistogram();
