@@ -98,17 +98,13 @@ class LocalObjectStore:
                 _make_dir(parent)
                 fd, tmp = _create_temp(path)
             try:
-                with memoryview(data) as view:
-                    written = 0
-                    while written < len(view):
-                        written += os.write(fd, view[written:])
-            except BaseException:
-                os.close(fd)
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-            os.close(fd)
-            try:
+                try:
+                    with memoryview(data) as view:
+                        written = 0
+                        while written < len(view):
+                            written += os.write(fd, view[written:])
+                finally:
+                    os.close(fd)
                 os.replace(tmp, path)
             except BaseException:
                 with contextlib.suppress(OSError):
