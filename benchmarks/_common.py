@@ -1,4 +1,5 @@
-"""Shared helpers for the benchmarks: the smdebug venv, subprocess JSON, table printing."""
+"""Shared helpers for the benchmarks: pinned venvs, subprocess JSON, paired-ratio statistics, table
+printing."""
 
 from __future__ import annotations
 
@@ -42,3 +43,30 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     out = [fmt.format(*headers), "-+-".join("-" * w for w in widths)]
     out += [fmt.format(*r) for r in rows]
     return "\n".join(out)
+
+
+def venv_python(script: str) -> str:
+    """The python of the pinned venv ``infra/ci/<script>`` creates (idempotently) and names last."""
+    proc = subprocess.run(["bash", str(REPO / "infra" / "ci" / script)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"cannot create the venv of infra/ci/{script}:\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def median_ci(ratios: Any, level: float = 90.0, resamples: int = 2000) -> tuple[float, float, float]:
+    """Median of paired ratios as overhead % with its bootstrap interval: (median, low, high)."""
+    import numpy as np
+
+    arr = np.asarray(ratios, dtype=float)
+    rng = np.random.default_rng(0)
+    medians = np.median(rng.choice(arr, size=(resamples, len(arr))), axis=1)
+    tail = (100 - level) / 2
+    lo, hi = np.percentile(medians, [tail, 100 - tail])
+    return 100 * (float(np.median(arr)) - 1), 100 * (float(lo) - 1), 100 * (float(hi) - 1)
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages, for the header of a benchmark run on a shared machine."""
+    import os
+
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())

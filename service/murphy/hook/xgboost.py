@@ -164,6 +164,13 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
 
     def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
         """Save what is due at round ``epoch``; never stops training (returns False)."""
+        quiet = self._quiet
+        if quiet and epoch == self.step + 1:
+            # A round of a quiet stretch (set by _set_round; zeroed by anything that could
+            # change it, see BaseHook._quiet): only the counters move.
+            self._quiet = quiet - 1
+            self.step = self._mode_step = epoch
+            return False
         if not self.guard.disabled and not self._closed:
             self.guard.run("after_iteration", self._after_iteration, model, int(epoch), evals_log)
         return False
@@ -227,6 +234,8 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             if self._saved_any and not self._collections_written:
                 # Readers wait for this file: as early as smdebug, at the round after the first save.
                 self._export_collections()
+            # The rounds up to the next due one take after_iteration's counters-only path.
+            self._quiet = quiet[1] - epoch - 1
             return
         self.step = epoch - 1
         self._mode_steps[ModeKeys.GLOBAL] = epoch - 1

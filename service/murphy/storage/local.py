@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,16 +14,36 @@ from murphy.storage.base import ObjectStore, join_key
 _TMP_SUFFIX = ".tmp"
 
 
-_UMASK: list[int] = []
+_TEMP_SEQUENCE = itertools.count()
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
-def _umask() -> int:
-    """The process umask, read once (reading it means setting it)."""
-    if not _UMASK:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        _UMASK.append(mask)
-    return _UMASK[0]
+def _create_temp(path: str) -> tuple[int, str]:
+    """Create ``<path>.<pid>-<n>.tmp`` exclusively; returns (fd, temp path).
+
+    The temp file sits in the target directory so the rename never crosses filesystems; its
+    name ends in .tmp, which list() hides, as smdebug's readers expect. Mode 0o666 less the
+    umask (what open() gives), not mkstemp's 0600: a training container of another uid reads
+    the bucket it is given. O_EXCL makes a name another process holds (same pid in another
+    container, a crashed run's leftover) move on to the next number.
+    """
+    pid = os.getpid()
+    while True:
+        tmp = f"{path}.{pid}-{next(_TEMP_SEQUENCE)}{_TMP_SUFFIX}"
+        try:
+            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def _make_dir(path: str) -> None:
+    # One mkdir for the usual case (a new step's directory under an existing one).
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
 
 
 class LocalObjectStore:
@@ -31,6 +51,10 @@ class LocalObjectStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self._root = Path(root).absolute()
+        self._root_str = str(self._root)
+        # Directories known to exist: a hook saving a step puts two small files, and a mkdir
+        # per put (an exception when it exists) cost as much as the write itself.
+        self._dirs: set[str] = set()
 
     @property
     def root(self) -> Path:
@@ -41,10 +65,13 @@ class LocalObjectStore:
         return self._root.as_uri()
 
     def _path(self, key: str) -> Path:
+        return Path(self._file(key))
+
+    def _file(self, key: str) -> str:
         key = key.strip("/")
         if not key or ".." in key.split("/"):
             raise StorageError(f"invalid key: {key!r}")
-        return self._root / key
+        return f"{self._root_str}/{key}"
 
     def get(self, key: str, start: int = 0, length: int | None = None) -> bytes:
         try:
@@ -58,18 +85,26 @@ class LocalObjectStore:
             raise StorageError(f"cannot read {key}: {e}") from e
 
     def put(self, key: str, data: bytes) -> None:
-        path = self._path(key)
+        path = self._file(key)
+        parent = path.rpartition("/")[0]
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # The temp file sits in the target directory so the rename never crosses filesystems;
-            # its name ends in .tmp, which list() hides, as smdebug's readers expect.
-            fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=_TMP_SUFFIX, dir=path.parent)
+            if parent not in self._dirs:
+                _make_dir(parent)
+                self._dirs.add(parent)
             try:
-                # mkstemp makes the file 0600; an object gets the mode open() would give it, so
-                # a training container (another uid) can read the bucket it is given.
-                os.fchmod(fd, 0o666 & ~_umask())
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
+                fd, tmp = _create_temp(path)
+            except FileNotFoundError:
+                # The directory went away since it was made (a test or user removed the tree).
+                _make_dir(parent)
+                fd, tmp = _create_temp(path)
+            try:
+                try:
+                    with memoryview(data) as view:
+                        written = 0
+                        while written < len(view):
+                            written += os.write(fd, view[written:])
+                finally:
+                    os.close(fd)
                 os.replace(tmp, path)
             except BaseException:
                 with contextlib.suppress(OSError):

@@ -251,3 +251,20 @@ def test_json_config_tensorboard_parameters_reach_the_hook(tmp_path: Path, monke
             continue
         assert sorted(p.name for p in logdir.iterdir()) == ["GLOBAL"], params
         assert any(f.name.startswith("events.out.tfevents.") for f in (logdir / "GLOBAL").iterdir()), params
+
+
+def test_a_change_during_a_quiet_stretch_takes_effect_at_once(tmp_path: Path) -> None:
+    # Rounds between due ones take a counters-only path; a collection changed by another
+    # callback in the middle of that stretch must end it at that very round.
+    hook = Hook(out_dir=tmp_path / "t")
+
+    class Retune(xgb.callback.TrainingCallback):
+        def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+            if epoch == 3:
+                hook.get_collection("metrics").save_config = SaveConfig(save_interval=2)
+            return False
+
+    dtrain, dval = _data()
+    xgb.train(PARAMS, dtrain, num_boost_round=11, evals=[(dtrain, "train"), (dval, "validation")],
+              callbacks=[Retune(), hook], verbose_eval=False)
+    assert create_trial(str(tmp_path / "t")).tensor("train-logloss").steps() == [0, 4, 6, 8, 10]
