@@ -164,9 +164,11 @@ class Trial:
             ended = self.training_has_ended()
             self._read_new_index_files()
             if ended:
+                # The second read is for files that reach a lagging store after the marker (smdebug's
+                # end delay); with no delay it would be the same read again, one more round trip.
                 if self._settings.end_delay > 0:
                     time.sleep(self._settings.end_delay)
-                self._read_new_index_files()
+                    self._read_new_index_files()
                 self._book.mark_ended()
                 log.info("trial %s: training has ended; loaded all steps", self.name)
 
