@@ -136,8 +136,9 @@ class S3Proxy:
                 for k, v in rheaders:
                     if k.lower() != "content-length":
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)) if self.command != "HEAD" else dict(
-                    (k.lower(), v) for k, v in rheaders).get("content-length", "0"))
+                # HEAD answers carry the object's length, not a body's.
+                declared = {k.lower(): v for k, v in rheaders}.get("content-length", "0")
+                self.send_header("Content-Length", declared if self.command == "HEAD" else str(len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
