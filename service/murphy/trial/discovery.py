@@ -44,8 +44,9 @@ CORRUPT_INDEX_RETRIES = 3
 _NEVER_TOKEN = 1 << 62
 INDEX_FETCH_THREADS = 16
 _BATCH = 256
-MANIFEST_MIN_WANTED = 8
-"""Fewer new index files than this are fetched directly: a live trial's poll never lists the manifest."""
+MANIFEST_MIN_WANTED = 50
+"""Fewer new index files than this (half a segment) are fetched directly: listing the manifest
+costs a request and could save at most a few GETs, so a live rule's poll never lists it."""
 _MANIFEST_CHUNK = 2000  # bounds the index bytes held at once when opening a very long trial
 
 
