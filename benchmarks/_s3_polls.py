@@ -34,13 +34,12 @@ def _write(store: Any, manifest: Any, start: int, n: int, rng: np.random.Generat
 
 def measure(repo: Path) -> list[dict[str, Any]]:
     sys.path.insert(0, str(repo / "tests"))
-    import servers
+    import os
 
+    import servers
     from murphy.storage import open_store
     from murphy.tensorio.manifest import ManifestWriter
     from murphy.trial import create_trial
-
-    import os
 
     server = servers.start("seaweedfs")
     rows: list[dict[str, Any]] = []

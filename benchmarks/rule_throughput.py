@@ -100,7 +100,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     report(results, args)
     if args.s3:
-        print(f"\nS3 requests per rule poll (a live trial on SeaweedFS, counted at a loopback proxy)")
+        print("\nS3 requests per rule poll (a live trial on SeaweedFS, counted at a loopback proxy)")
         print(_s3_polls.report(poll_rows, table))
 
 
