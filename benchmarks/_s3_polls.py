@@ -87,7 +87,7 @@ def report(rows: list[dict[str, Any]], table: Any) -> str:
         d, v = r["discovery"], r["values"]
         out.append([str(r["present"]), str(r["new"]), str(d.get("LIST", 0)), str(d.get("HEAD", 0)),
                     str(d.get("GET", 0)), str(sum(d.values())), str(v.get("GET", 0))])
-    text = table(["steps present", "new steps", "LIST", "HEAD", "GET (index/manifest)", "discovery total",
+    text: str = table(["steps present", "new steps", "LIST", "HEAD", "GET (index/manifest)", "discovery total",
                   "GET values (8 tensors/step)"], out)
     small = [sum(r["discovery"].values()) for r in rows if r["new"] <= 10]
     bounded = max(small) - min(small) <= 10 and all(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -36,7 +36,7 @@ from murphy.storage.local import LocalObjectStore
 from murphy.storage.memory import InMemoryObjectStore
 from murphy.tensorio.index import IndexParser, ParsedIndex
 from murphy.tensorio.locations import INDEX_PREFIX, parse_index_key
-from murphy.tensorio.manifest import ManifestReader
+from murphy.tensorio.manifest import ManifestReader, SegmentName
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ class IndexScanner:
         self._parser = IndexParser()
         self._concurrent = not isinstance(store, (LocalObjectStore, InMemoryObjectStore))
         # The manifest saves GETs, which cost only on remote stores (None: use it there).
+        self._scanned = False
         self._manifest = ManifestReader(store) if (self._concurrent if use_manifest is None else use_manifest) else None
 
     def _in_range(self, step: int) -> bool:
@@ -96,6 +97,7 @@ class IndexScanner:
     def scan(self) -> Iterator[FoundIndex]:
         """Yield every index file listed after the token that was not read yet, in key order."""
         wanted: list[tuple[str, int, str]] = []
+        early = self._list_segments_early()
         for key in self._store.list(INDEX_PREFIX, start_after=self.last_index_token):
             if key in self._read:
                 continue
@@ -112,7 +114,7 @@ class IndexScanner:
             return
         # Many new files (a trial opened late, a rule far behind): the step manifest holds most of
         # them in a few segments. Listed keys stay the truth; segments only replace GETs.
-        segments = self._manifest.segments()
+        segments = early.result() if early is not None else self._manifest.segments()
         for i in range(0, len(wanted), _MANIFEST_CHUNK):
             chunk = wanted[i : i + _MANIFEST_CHUNK]
             held = self._manifest.lookup(chunk, segments) if segments else {}
@@ -122,6 +124,18 @@ class IndexScanner:
                 found = next(rest, None) if data is None else self._parse(key, step, worker, data)
                 if found is not None:
                     yield found
+
+    def _list_segments_early(self) -> Future[list[SegmentName]] | None:
+        """On the first scan, list the manifest alongside ``index/`` (one round trip, not two):
+        a trial opened on a long run almost always needs it. Later scans list it only when needed."""
+        if self._manifest is None or self._scanned:
+            return None
+        self._scanned = True
+        pool = ThreadPoolExecutor(1, thread_name_prefix="murphy-trial-manifest")
+        try:
+            return pool.submit(self._manifest.segments)
+        finally:
+            pool.shutdown(wait=False)
 
     def _fetch_and_parse(self, wanted: list[tuple[str, int, str]]) -> Iterator[FoundIndex | None]:
         """GET and parse ``wanted`` in order, yielding one item per key (None when unreadable)."""
