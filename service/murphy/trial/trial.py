@@ -32,7 +32,12 @@ from murphy.tensorio.index import IndexTable, ParsedIndex
 from murphy.tensorio.locations import END_OF_TRAINING_KEY
 from murphy.trial.discovery import IndexScanner
 from murphy.trial.fetch import RecordFetcher
-from murphy.trial.opening import OpeningPrefetch, ReaderSettings, load_collections, smdebug_index_token
+from murphy.trial.opening import (
+    OpeningPrefetch,
+    ReaderSettings,
+    load_collections,
+    smdebug_index_token,
+)
 from murphy.trial.state import StepBook, StepState
 from murphy.trial.tables import Slot, TableView
 from murphy.trial.tensor import Tensor
