@@ -18,7 +18,7 @@ reader process reports its memory (resident set before opening, peaks after open
 after reading).
 
 usage: python benchmarks/trial_read.py [--steps 1000] [--tensors 50] [--s3-value-steps 5] [--no-s3]
-                                       [--latency-ms 20]
+                                       [--latency-ms 20] [--parts local,s3,requests,latency]
 """
 
 from __future__ import annotations
@@ -116,6 +116,8 @@ def main() -> None:
     ap.add_argument("--s3-endpoint", help="use this S3 endpoint (credentials from AWS_*) instead of starting SeaweedFS")
     ap.add_argument("--latency-ms", type=float, default=20.0, help="per-request latency of the second S3 round (0: skip it)")
     ap.add_argument("--no-s3", action="store_true")
+    ap.add_argument("--parts", default="local,s3,requests,latency",
+                    help="comma list of rounds to run: local, s3 (timed), requests (counted), latency")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     sm_py = smdebug_python()
@@ -127,8 +129,10 @@ def main() -> None:
         print(f"wrote {args.steps} steps x {args.tensors} tensors in {time.monotonic() - t0:.1f} s", file=sys.stderr)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MURPHY_S3", "MURPHY_BENCH"))}
         env["SMDEBUG_TRAINING_END_DELAY_REFRESH"] = "0"  # the trial is finished; don't sleep 1 s
-        results.append(measure("local", str(tmp / "trial"), env, sm_py, 0, []))
-        if not args.no_s3:
+        parts = set(args.parts.split(","))
+        if "local" in parts:
+            results.append(measure("local", str(tmp / "trial"), env, sm_py, 0, []))
+        if not args.no_s3 and parts & {"s3", "requests", "latency"}:
             results += measure_s3(tmp / "trial", env, sm_py, args)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -149,12 +153,16 @@ def measure_s3(root: Path, env: dict[str, str], sm_py: str, args: argparse.Names
         upload(root, server, bucket, "trial")
         uri, sw = f"s3://{bucket}/trial", ["--seaweedfs-workaround"]
         s3env = {**env, **server.env()}
-        out.append(measure(f"s3 ({server.name})", uri, s3env, sm_py, args.s3_value_steps, sw, fork_fix=True))
+        parts = set(args.parts.split(","))
+        if "s3" in parts:
+            out.append(measure(f"s3 ({server.name})", uri, s3env, sm_py, args.s3_value_steps, sw, fork_fix=True))
         with S3Proxy(server.endpoint_url) as proxy:
             penv = {**s3env, **_endpoint_env(proxy.url), "MURPHY_BENCH_PROXY": proxy.url}
-            counted = measure("s3 requests", uri, penv, sm_py, args.s3_value_steps, sw, fork_fix=True, shipped=False)
-            out[-1]["requests"] = counted
-            if args.latency_ms > 0:
+            if "requests" in parts:
+                counted = measure("s3 requests", uri, penv, sm_py, args.s3_value_steps, sw, fork_fix=True, shipped=False)
+                counted["counted_only"] = True
+                out.append(counted)
+            if args.latency_ms > 0 and "latency" in parts:
                 proxy.delay_s = args.latency_ms / 1000
                 out.append(measure(f"s3 +{args.latency_ms:g} ms/request", uri, penv, sm_py, 1, sw,
                                    fork_fix=True, shipped=False))
@@ -176,6 +184,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     fixed, so the verdict never credits murphy with smdebug's 60 s timeouts."""
     rows, verdicts = [], []
     for r in results:
+        if r.get("counted_only"):
+            continue  # timed through the counting proxy: its figures are counts, not times
         m, s, f = r["murphy"], r.get("smdebug"), r.get("smdebug_fixed")
         latency = r["label"].startswith("s3 +")
         ops = [("open + list steps", "list_s", f"{m['steps']} steps")]
@@ -197,7 +207,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
           f"load average {os.getloadavg()[0]:.2f}")
     print(table(["store", "operation", "size", "murphy s", "smdebug s (as shipped)", "smdebug s (fork fix)",
                  "speed-up vs faster smdebug"], rows))
-    counted = [r["requests"] for r in results if "requests" in r]
+    counted = [r for r in results if r.get("counted_only")]
     if counted:
         c = counted[0]
         print("\nS3 requests per operation (counted at a loopback proxy; smdebug with its fork fix)")
@@ -211,20 +221,21 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     for r in results:
         for who in ("murphy", "smdebug_fixed", "smdebug"):
             x = r.get(who)
-            if x is None or r["label"].startswith("s3 +") or r["label"] == "s3 requests":
+            if x is None or r["label"].startswith("s3 +") or r.get("counted_only"):
                 continue
             mem.append([r["label"], who.replace("_fixed", " (fork fix)"), f"{x['rss_base_mib']:.0f}",
                         f"{x['rss_open_peak_mib']:.0f}", f"{x['rss_read_peak_mib']:.0f}",
                         f"{x['rss_children_peak_mib']:.0f}",
                         f"{(x['rss_open_peak_mib'] - x['rss_base_mib']) * 1024 / max(1, x['steps']):.1f}"])
-    print("\npeak resident memory, MiB (base: after imports, before create_trial; children: smdebug's pool)")
-    print(table(["store", "reader", "base", "peak after open + list", "peak after reading", "children peak",
-                 "open growth KiB/step"], mem))
+    if mem:
+        print("\npeak resident memory, MiB (base: after imports, before create_trial; children: smdebug's pool)")
+        print(table(["store", "reader", "base", "peak after open + list", "peak after reading", "children peak",
+                     "open growth KiB/step"], mem))
     for what, speedup, target in verdicts:
         print(f"target {what} >= {target:g}x smdebug: {speedup:.1f}x → {'OK' if speedup >= target else 'MISSED'}")
     for r in results:
         m, f = r["murphy"], r.get("smdebug_fixed", r.get("smdebug"))
-        if f is not None and not r["label"].startswith(("s3 +", "s3 req")):
+        if f is not None and not r.get("counted_only") and not r["label"].startswith("s3 +"):
             ok = m["rss_read_peak_mib"] <= f["rss_read_peak_mib"] + f["rss_children_peak_mib"]
             print(f"target {r['label']} peak memory murphy <= smdebug: {m['rss_read_peak_mib']:.0f} vs "
                   f"{f['rss_read_peak_mib']:.0f} (+{f['rss_children_peak_mib']:.0f} in children) MiB → {'OK' if ok else 'MISSED'}")
