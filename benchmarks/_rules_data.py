@@ -43,8 +43,10 @@ def write_collections_file(store: Any) -> None:
     write_collections(store, doc)
 
 
-def write_step(store: Any, step: int, rng: np.random.Generator, bad: bool = False) -> None:
-    """One step's events + index file (the index is put last, so it marks the step visible)."""
+def write_step(store: Any, step: int, rng: np.random.Generator, bad: bool = False) -> tuple[str, bytes]:
+    """One step's events + index file (the index is put last, so it marks the step visible).
+
+    Returns the index file's key and bytes (for the step manifest, as the hook's writer packs it)."""
     from murphy.core import ModeKeys
     from murphy.tensorio.locations import reduction_tensor_name
     from murphy.tensorio.writer import StepWriter
@@ -60,3 +62,5 @@ def write_step(store: Any, step: int, rng: np.random.Generator, bad: bool = Fals
         abs_mean = np.asarray(np.mean(np.abs(g)), dtype=np.float32)
         w.add(reduction_tensor_name(gradient_name(layer), "mean", abs_=True), abs_mean)
     w.close()
+    assert w.index_bytes is not None
+    return w.index_file_name, w.index_bytes

@@ -7,8 +7,36 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import time
 from typing import Any
+
+
+def _rss_mib() -> float:
+    """This process's current resident set (MiB), from /proc."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _requests() -> dict[str, int]:
+    """Requests the benchmark's counting proxy has seen so far (empty without one)."""
+    url = os.environ.get("MURPHY_BENCH_PROXY")
+    if not url:
+        return {}
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/__proxy_stats", timeout=10) as resp:
+        counts: dict[str, int] = json.loads(resp.read())
+    return counts
+
+
+def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
 
 
 def _seaweedfs_listing_workaround() -> None:
@@ -62,11 +90,15 @@ def main() -> None:
             _smdebug_fork_fix()
     else:
         from murphy.trial import create_trial  # type: ignore[no-redef]
+    base_rss = _rss_mib()
+    r0 = _requests()
     t0 = time.perf_counter()
     trial = create_trial(args.path)
     steps = trial.steps()
     names = trial.tensor_names()
     t1 = time.perf_counter()
+    r1 = _requests()
+    open_peak = _peak_mib()
     read_steps = steps[: args.value_steps] if args.value_steps else steps
     total, n = 0.0, 0
     for name in names:
@@ -75,9 +107,16 @@ def main() -> None:
             total += float(t.value(s).sum())
             n += 1
     t2 = time.perf_counter()
+    r2 = _requests()
     print(json.dumps({
         "impl": args.impl, "import_s": t0 - t_import, "list_s": t1 - t0, "values_s": t2 - t1,
         "steps": len(steps), "tensors": len(names), "values": n, "checksum": total,
+        # Memory: the resident set before opening (interpreter + imports), the peak after open +
+        # list, and the peak after reading the values.
+        "rss_base_mib": base_rss, "rss_open_peak_mib": open_peak, "rss_read_peak_mib": _peak_mib(),
+        # smdebug reads index files in fork()ed pool children: the largest child's peak.
+        "rss_children_peak_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "requests_open": _delta(r1, r0), "requests_values": _delta(r2, r1),
     }))
 
 

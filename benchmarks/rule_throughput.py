@@ -10,7 +10,11 @@ with murphy's writer. Each rule runs in a fresh process over every step:
   through smdebug's ``invoke_rule(rule, start_step=0, end_step=N)``.
 steps/s = steps / (create_trial + evaluation); interpreter start-up and imports are excluded.
 
-usage: python benchmarks/rule_throughput.py [--steps 5000] [--json out.json] [--profile DIR]
+With ``--s3`` it then polls a live trial on SeaweedFS as a rule container does and prints the
+requests each poll makes as the trial grows (benchmarks/_s3_polls.py): they must depend on the
+new steps only, never on the steps already there.
+
+usage: python benchmarks/rule_throughput.py [--steps 5000] [--json out.json] [--profile DIR] [--s3]
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import machine, run_json, smdebug_python, table  # noqa: E402
+from _common import REPO, machine, run_json, smdebug_python, table  # noqa: E402
 from _rules_data import write_collections_file, write_step  # noqa: E402
 
 WORKER = str(HERE / "_rules_worker.py")
@@ -65,7 +69,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5000)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--profile", type=Path, help="write one cProfile file per run into this folder")
+    ap.add_argument("--s3", action="store_true", help="also count the S3 requests per poll of a live trial")
+    ap.add_argument("--s3-only", action="store_true", help="only the S3 requests-per-poll table")
     args = ap.parse_args()
+    if args.s3 or args.s3_only:
+        import _s3_polls
+
+        poll_rows = _s3_polls.measure(REPO)
+        if args.s3_only:
+            print(f"S3 requests per rule poll — {machine()}, {time.strftime('%Y-%m-%d')}")
+            print(_s3_polls.report(poll_rows, table))
+            return
     sm_py = smdebug_python()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -85,6 +99,9 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report(results, args)
+    if args.s3:
+        print("\nS3 requests per rule poll (a live trial on SeaweedFS, counted at a loopback proxy)")
+        print(_s3_polls.report(poll_rows, table))
 
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:

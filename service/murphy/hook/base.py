@@ -219,6 +219,7 @@ class BaseHook:
             return
         self.guard.run("close", self._end_step)
         if self._writes and not self.guard.disabled:
+            self._writer.submit_call(self._writer.flush_manifest, "step manifest")
             self.guard.run("close", self._export_collections)
             if self._write_end_marker:
                 store = self.store

@@ -24,6 +24,7 @@ from murphy.hook.backend import TensorBackend
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard
 from murphy.hook.tensorboard import TensorBoardSink
 from murphy.storage import ObjectStore
+from murphy.tensorio.manifest import ManifestWriter, manifest_enabled
 from murphy.tensorio.writer import StepWriter
 
 DEFAULT_MAX_PENDING = 16
@@ -85,6 +86,8 @@ class BackgroundWriter:
         self._warned_full = False
         self._closed = False
         self.steps_written = 0
+        #: Packs the index files into step-manifest segments (murphy.tensorio.manifest).
+        self.manifest: ManifestWriter | None = ManifestWriter(store, worker) if manifest_enabled() else None
         #: TensorBoard summaries of each written step (murphy.hook.tensorboard), when enabled.
         self.tensorboard: TensorBoardSink | None = None
 
@@ -95,6 +98,11 @@ class BackgroundWriter:
     def submit_call(self, fn: Callable[[], None], where: str) -> None:
         """Queue a store operation, run in order with the steps."""
         self._put(_Call(fn, where))
+
+    def flush_manifest(self) -> None:
+        """Put the step manifest's last, shorter segment (queued by the hook's ``close``)."""
+        if self.manifest is not None:
+            self.manifest.flush()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued so far is written (or dropped after an error)."""
@@ -167,6 +175,8 @@ class BackgroundWriter:
     def _write_step(self, batch: StepBatch) -> None:
         if batch.fence is not None:
             batch.fence()
+        if self.manifest is not None:
+            self.manifest.begin()
         writer = StepWriter(self._store, batch.step, self._worker, batch.mode, batch.mode_step)
         # The step's arrays are kept for TensorBoard only when it is on (no list otherwise).
         arrays: list[tuple[str, Any]] | None = [] if self.tensorboard is not None else None
@@ -180,5 +190,7 @@ class BackgroundWriter:
                 arrays.append((rec.name, array))
         writer.close()
         self.steps_written += 1
+        if self.manifest is not None and writer.index_bytes is not None:
+            self.manifest.add(writer.index_file_name, batch.step, writer.index_bytes)
         if self.tensorboard is not None and arrays is not None:
             self.tensorboard.write_step(batch.step, batch.mode, arrays)

@@ -55,6 +55,8 @@ class StepWriter:
         self._shapes: list[ShapeEntry] = []
         self._offset = 0
         self._closed = False
+        #: The index file's bytes once :meth:`close` wrote it (the step manifest packs them).
+        self.index_bytes: bytes | None = None
 
     @property
     def closed(self) -> bool:
@@ -111,7 +113,8 @@ class StepWriter:
         if self._entries:
             self.store.put(self.event_file_name, b"".join(self._parts))
         if self._entries or self._shapes:
-            self.store.put(self.index_file_name, self.index().to_json_bytes())
+            self.index_bytes = self.index().to_json_bytes()
+            self.store.put(self.index_file_name, self.index_bytes)
         self._parts = []
 
     def _check_open(self) -> None:

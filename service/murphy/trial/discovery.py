@@ -14,13 +14,19 @@ payloads share a table). A store with a batch GET (``get_many``: S3 sends the re
 over a few kept-alive sockets) is given all new keys at once; on other remote stores (anything
 but a local directory or memory) they are fetched ``INDEX_FETCH_THREADS`` at a time. Either way
 they are parsed and yielded in key order.
+
+When many files are new at once (a trial opened on a long run, a rule far behind) the step
+manifest (:mod:`murphy.tensorio.manifest`) is asked first: one LIST of its segments and one GET
+per segment of 100 files replace most of the GETs. The listing of ``index/`` still decides which
+steps exist; a segment that is torn, missing or lacks a listed key only means those files are
+fetched one by one, as without a manifest.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -30,6 +36,7 @@ from murphy.storage.local import LocalObjectStore
 from murphy.storage.memory import InMemoryObjectStore
 from murphy.tensorio.index import IndexParser, ParsedIndex
 from murphy.tensorio.locations import INDEX_PREFIX, parse_index_key
+from murphy.tensorio.manifest import ManifestReader, SegmentName
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +44,10 @@ CORRUPT_INDEX_RETRIES = 3
 _NEVER_TOKEN = 1 << 62
 INDEX_FETCH_THREADS = 16
 _BATCH = 256
+MANIFEST_MIN_WANTED = 50
+"""Fewer new index files than this (half a segment) are fetched directly: listing the manifest
+costs a request and could save at most a few GETs, so a live rule's poll never lists it."""
+_MANIFEST_CHUNK = 2000  # bounds the index bytes held at once when opening a very long trial
 
 
 @runtime_checkable
@@ -59,7 +70,13 @@ class FoundIndex:
 class IndexScanner:
     """Lists and parses index files not read before."""
 
-    def __init__(self, store: ObjectStore, range_steps: tuple[int | None, int | None] | None = None) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        range_steps: tuple[int | None, int | None] | None = None,
+        *,
+        use_manifest: bool | None = None,
+    ) -> None:
         self._store = store
         self._range = range_steps
         self.last_index_token: str | None = None
@@ -67,6 +84,9 @@ class IndexScanner:
         self._bad: dict[str, int] = {}
         self._parser = IndexParser()
         self._concurrent = not isinstance(store, (LocalObjectStore, InMemoryObjectStore))
+        # The manifest saves GETs, which cost only on remote stores (None: use it there).
+        self._scanned = False
+        self._manifest = ManifestReader(store) if (self._concurrent if use_manifest is None else use_manifest) else None
 
     def _in_range(self, step: int) -> bool:
         if self._range is None:
@@ -75,8 +95,9 @@ class IndexScanner:
         return (begin is None or step >= begin) and (end is None or step < end)
 
     def scan(self) -> Iterator[FoundIndex]:
-        """Yield every index file listed after the token that was not read yet."""
+        """Yield every index file listed after the token that was not read yet, in key order."""
         wanted: list[tuple[str, int, str]] = []
+        early = self._list_segments_early()
         for key in self._store.list(INDEX_PREFIX, start_after=self.last_index_token):
             if key in self._read:
                 continue
@@ -88,25 +109,51 @@ class IndexScanner:
             wanted.append((key, *parsed))
         if not wanted:
             return
-        if isinstance(self._store, BatchGetter) and len(wanted) > 1:
-            for (key, step, worker), (_, data) in zip(wanted, self._store.get_many([k for k, _, _ in wanted]), strict=True):
-                found = self._parse(key, step, worker, data)
+        if self._manifest is None or len(wanted) < MANIFEST_MIN_WANTED:
+            yield from (f for f in self._fetch_and_parse(wanted) if f is not None)
+            return
+        # Many new files (a trial opened late, a rule far behind): the step manifest holds most of
+        # them in a few segments. Listed keys stay the truth; segments only replace GETs.
+        segments = early.result() if early is not None else self._manifest.segments()
+        for i in range(0, len(wanted), _MANIFEST_CHUNK):
+            chunk = wanted[i : i + _MANIFEST_CHUNK]
+            held = self._manifest.lookup(chunk, segments) if segments else {}
+            rest = iter(self._fetch_and_parse([w for w in chunk if w[0] not in held]))
+            for key, step, worker in chunk:
+                data = held.get(key)
+                found = next(rest, None) if data is None else self._parse(key, step, worker, data)
                 if found is not None:
                     yield found
+
+    def _list_segments_early(self) -> Future[list[SegmentName]] | None:
+        """On the first scan, list the manifest alongside ``index/`` (one round trip, not two):
+        a trial opened on a long run almost always needs it. Later scans list it only when needed."""
+        if self._manifest is None or self._scanned:
+            return None
+        self._scanned = True
+        pool = ThreadPoolExecutor(1, thread_name_prefix="murphy-trial-manifest")
+        try:
+            return pool.submit(self._manifest.segments)
+        finally:
+            pool.shutdown(wait=False)
+
+    def _fetch_and_parse(self, wanted: list[tuple[str, int, str]]) -> Iterator[FoundIndex | None]:
+        """GET and parse ``wanted`` in order, yielding one item per key (None when unreadable)."""
+        if not wanted:
+            return
+        if isinstance(self._store, BatchGetter) and len(wanted) > 1:
+            for (key, step, worker), (_, data) in zip(wanted, self._store.get_many([k for k, _, _ in wanted]), strict=True):
+                yield self._parse(key, step, worker, data)
             return
         if not self._concurrent or len(wanted) == 1:
             for key, step, worker in wanted:
-                found = self._parse(key, step, worker, self._get(key))
-                if found is not None:
-                    yield found
+                yield self._parse(key, step, worker, self._get(key))
             return
         with ThreadPoolExecutor(min(INDEX_FETCH_THREADS, len(wanted))) as pool:
             for i in range(0, len(wanted), _BATCH):
                 batch = wanted[i : i + _BATCH]
                 for (key, step, worker), data in zip(batch, pool.map(self._get, [k for k, _, _ in batch]), strict=True):
-                    found = self._parse(key, step, worker, data)
-                    if found is not None:
-                        yield found
+                    yield self._parse(key, step, worker, data)
 
     def _get(self, key: str) -> bytes | None:
         try:

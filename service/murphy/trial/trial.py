@@ -32,7 +32,12 @@ from murphy.tensorio.index import IndexTable, ParsedIndex
 from murphy.tensorio.locations import END_OF_TRAINING_KEY
 from murphy.trial.discovery import IndexScanner
 from murphy.trial.fetch import RecordFetcher
-from murphy.trial.opening import ReaderSettings, load_collections, smdebug_index_token
+from murphy.trial.opening import (
+    OpeningPrefetch,
+    ReaderSettings,
+    load_collections,
+    smdebug_index_token,
+)
 from murphy.trial.state import StepBook, StepState
 from murphy.trial.tables import Slot, TableView
 from murphy.trial.tensor import Tensor
@@ -91,7 +96,9 @@ class Trial:
             poll_interval=settings.poll_interval,
             training_ended=self.training_has_ended,
         )
-        loaded = load_collections(store, settings)
+        prefetch = OpeningPrefetch.start(store)
+        loaded = load_collections(store, settings, prefetch)
+        self._first_ended = prefetch.take_ended() if prefetch is not None else None
         self._collections = loaded.collections
         self._workers = set(loaded.workers)
         self._book = StepBook(loaded.num_workers)
@@ -161,12 +168,15 @@ class Trial:
         with self._lock:
             if self._book.loaded_all_steps:
                 return
-            ended = self.training_has_ended()
+            first, self._first_ended = self._first_ended, None  # the open's prefetched answer
+            ended = first() if first is not None else self.training_has_ended()
             self._read_new_index_files()
             if ended:
+                # The second read is for files that reach a lagging store after the marker (smdebug's
+                # end delay); with no delay it would be the same read again, one more round trip.
                 if self._settings.end_delay > 0:
                     time.sleep(self._settings.end_delay)
-                self._read_new_index_files()
+                    self._read_new_index_files()
                 self._book.mark_ended()
                 log.info("trial %s: training has ended; loaded all steps", self.name)
 

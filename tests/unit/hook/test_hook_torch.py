@@ -75,6 +75,8 @@ def test_layout_names_modes_and_values(tmp_path: Path) -> None:
         [f"events/{s:012d}/{s:012d}_worker_0.tfevents" for s in range(5)]
         + [f"index/000000000/{s:012d}_worker_0.json" for s in range(5)]
         + ["collections/000000000/worker_0_collections.json", "training_job_end.ts"]
+        # murphy's step manifest (docs/format.md), outside every prefix smdebug reads.
+        + ["murphy-manifest/index/worker_0/000000000000_000000000004.seg"]
     )
     params = {"Net_fc1.weight", "Net_fc1.bias", "Net_fc2.weight", "Net_fc2.bias"}
     mode_steps = [(ModeKeys.TRAIN, 0), (ModeKeys.TRAIN, 1), (ModeKeys.EVAL, 0), (ModeKeys.TRAIN, 2), (ModeKeys.EVAL, 1)]
