@@ -121,9 +121,13 @@ def selected_in_layer_order(
     return layer_order(trial, names, step)
 
 
-def value_at(trial: Any, name: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> Array | None:
-    """The raw value of ``name`` at ``step``, or None when only reductions (or nothing) exist."""
+def value_at(trial: Any, name: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL,
+             worker: str | None = None) -> Array | None:
+    """The raw value of ``name`` at ``step`` (of ``worker``; default: the first that saved
+    it), or None when only reductions (or nothing) exist."""
     try:
+        if worker is not None:
+            return np.asarray(trial.tensor(name).value(step, mode=mode, worker=worker))
         return np.asarray(trial.tensor(name).value(step, mode=mode))
     except (TensorUnavailableForStep, TensorUnavailable):
         return None
