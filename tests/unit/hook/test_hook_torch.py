@@ -193,3 +193,18 @@ def test_create_from_json_file_and_get_hook(tmp_path: Path, monkeypatch: pytest.
 def test_import_murphy_hook_does_not_import_torch() -> None:
     code = "import sys, murphy.hook; assert 'torch' not in sys.modules; murphy.hook.torch; assert 'torch' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(("env", "worker", "workers"), [
+    ({"RANK": "1", "WORLD_SIZE": "2"}, "worker_1", 2),  # torchrun's variables, before init_process_group
+    ({"RANK": "5", "WORLD_SIZE": "2"}, "worker_0", 1),  # nonsense: one worker
+    ({}, "worker_0", 1),
+])
+def test_the_worker_is_named_from_torchruns_rank_before_the_process_group_exists(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], worker: str, workers: int) -> None:
+    for key in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    hook = Hook(out_dir=str(tmp_path / "out"), include_workers="all")
+    assert (hook.worker, hook.num_workers) == (worker, workers)
