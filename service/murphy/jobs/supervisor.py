@@ -248,7 +248,7 @@ class Supervisor:
             "action_json" in (c.get("RuleParameters") or {})
             for c in rec.spec.get("DebugRuleConfigurations", []) if c["RuleConfigurationName"] == rule.name
         )
-        exit_info = rec.notes.get("training_exit")
+        exit_info = rec.notes.get("training_exit") or rec.notes.get("host_failed")  # (a host of several)
         if exit_info is not None and exit_info.get("exit_code") != 0:
             return False  # training already failed on its own: the job ends Failed, the rule keeps its verdict
         message = bare(str(result.get("message") or ""), rule, result) or "found issues"

@@ -57,13 +57,16 @@ def watch(runtime: Runtime, rec: JobRecord, now: float, signal: Signal, gone: Go
         # Peers of a host that died fail too (their collective breaks): the host that gave a
         # reason (a failure file) comes first, then the one that ended first.
         _, _, i, state = min(culprits, key=lambda c: c[:3])
+        # The reason is the job's once every host is gone (DescribeTrainingJob shows it with
+        # Failed); a stop that came first is honoured (the job ends Stopped, without one).
+        reason = failure_reason(state, f"algo-{i}" if multi else None) if rec.secondary != S.Stopping else None
         failed = rec.notes["host_failed"] = {"host": f"algo-{i}", "phase": state.phase,
-                                             "exit_code": state.exit_code, "at": now}
-        if rec.secondary != S.Stopping:
-            rec.failure_reason = failure_reason(state, f"algo-{i}" if multi else None)
+                                             "exit_code": state.exit_code, "at": now, "reason": reason}
         changed = True
     if all(_ended(s) for s in states):
         if failed is not None:
+            if failed.get("reason"):
+                rec.failure_reason = failed["reason"]
             rec.notes["training_exit"] = {"phase": failed["phase"], "exit_code": failed["exit_code"], "at": now}
         else:
             rec.notes["training_exit"] = {"phase": states[0].phase, "exit_code": states[0].exit_code, "at": now}
