@@ -175,3 +175,32 @@ def test_a_host_that_cannot_start_fails_the_job_and_its_started_peers_go(tmp_pat
     assert job["FailureReason"].endswith("(algo-2)") and "no room for it" in job["FailureReason"]
     assert (HOSTS[0], True) in h.runtime.stops and HOSTS[0] in h.runtime.removed
     assert [c.container_name for c in h.runtime.list_containers("job-1") if c.live] == []
+
+
+def test_the_reconciler_holds_every_host_against_the_record(tmp_path: Path) -> None:
+    from murphy.jobs.reconciler import Reconciler
+
+    h = Harness(tmp_path)
+    multi(h, rules=0)
+    h.tick()
+    assert Reconciler(h.store, h.runtime).sweep() == []  # every host is on the record
+    rec = h.store.get("job-1")
+    rec.extra_training[0].id = "another-container"  # algo-2's slot names another container
+    h.store.update(rec)
+    swept = Reconciler(h.store, h.runtime).sweep()
+    assert [s.container_name for s in swept] == [HOSTS[1]]
+    assert "records container another-container" in swept[0].reason
+
+
+def test_a_stopping_job_that_never_recorded_its_hosts_has_them_all_killed(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    multi(h, rules=0)
+    h.tick()
+    h.service.stop_training_job("job-1")
+    rec = h.store.get("job-1")
+    rec.training, rec.extra_training = None, []  # as if a crash came before the handles were written
+    h.store.update(rec)
+    h.tick()
+    assert sorted(n for n, force in h.runtime.stops if force) == HOSTS
+    assert [c for c in h.runtime.list_containers("job-1") if c.live] == []
+    assert h.tick()["TrainingJobStatus"] == "Stopped"
