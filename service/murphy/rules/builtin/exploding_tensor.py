@@ -7,15 +7,16 @@ from typing import Any
 
 import numpy as np
 
-from murphy.exceptions import TensorUnavailable, TensorUnavailableForStep
 from murphy.rules.builtin._common import (
     Array,
     checked_regexes,
+    on_worker,
     optional_list,
     reject_unknown,
     selected_in_layer_order,
     step_label,
     value_at,
+    workers_at,
 )
 from murphy.rules.params import as_bool
 from murphy.rules.rule import Rule
@@ -62,20 +63,11 @@ class ExplodingTensor(Rule):
         stored = self.base_trial.tensor(name).reduction_values(step, worker=worker)
         return sum(self._bad_count(np.asarray(v)) for v in stored.values())
 
-    def _workers(self, name: str, step: int) -> list[str | None]:
-        """Every worker that saved ``name`` at ``step`` (a multi-instance job: each host's
-        ranks): a NaN on one rank only must be found."""
-        try:
-            workers: list[str | None] = list(self.base_trial.tensor(name).workers(step))
-        except (TensorUnavailableForStep, TensorUnavailable):
-            return [None]
-        return workers if len(workers) > 1 else [None]
-
     def invoke_at_step(self, step: int) -> bool:
         trial = self.base_trial
         names = selected_in_layer_order(trial, step, self.collection_names, self.tensor_regex)
         for name in names:
-            for worker in self._workers(name, step):
+            for worker in workers_at(trial, name, step):
                 if self._check(name, step, worker):
                     return True
         return False
@@ -91,9 +83,8 @@ class ExplodingTensor(Rule):
             return False
         kind = "NaN" if self.only_nan else "non-finite (NaN/inf)"
         of = f" of {total}" if total else ""
-        on = f" on {worker}" if worker is not None else ""
         message = (
-            f"{self.rule_name}: tensor {name} has {bad}{of} {kind} {what}{on} at "
+            f"{self.rule_name}: tensor {name} has {bad}{of} {kind} {what}{on_worker(worker)} at "
             f"{step_label(trial, step)} (threshold: every value finite); it is the "
             "first such tensor in layer order"
         )
