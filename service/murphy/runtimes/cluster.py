@@ -91,16 +91,16 @@ def shared_master_port(first_host_dir: str) -> int:
         return int(json.load(f)["master_port"])
 
 
-def container_network(hosts: Sequence[str], container_dir: str, first_host_dir: str, *,
-                      own_namespace: bool) -> HostNetwork | None:
+def container_network(hosts: Sequence[str], container_dir: str, first_host_dir: str,
+                      docker_network: str) -> HostNetwork | None:
     """A Docker host's view of its job's hosts, with the hosts file (``<container_dir>/hosts``)
-    that is mounted at ``/etc/hosts``; None for one host. ``own_namespace``: the hosts share a
-    network namespace of the job's own (SageMaker's port); else the host's network (a port
-    per job, as for processes)."""
+    that is mounted at ``/etc/hosts``; None for one host. ``docker_network`` ``none``: the hosts
+    share a network namespace of the job's own (SageMaker's port); else (``host``) the host's
+    network (a port per job, as for processes)."""
     if len(hosts) < 2:
         return None
     addresses = loopback_addresses(hosts)
     with open(os.path.join(container_dir, HOSTS_FILE), "w", encoding="utf-8") as f:
         f.write(hosts_file(addresses))
-    port = SAGEMAKER_MASTER_PORT if own_namespace else shared_master_port(first_host_dir)
+    port = SAGEMAKER_MASTER_PORT if docker_network == "none" else shared_master_port(first_host_dir)
     return HostNetwork(addresses, port, names_resolve=True)

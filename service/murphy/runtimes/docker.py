@@ -194,8 +194,7 @@ class DockerRuntime:
         (cdir / "run" / "stage.json").unlink(missing_ok=True)  # from a launch that died before its container
         cpus, gpus = spec.cpus_for(plan, self.host())
         base = {**base, **spec.host_gateway_env(base, plan.host_index)}
-        network = container_network(plan.hosts, str(cdir), str(self.root_dir / plan.first_host_container),
-                                    own_namespace=self.options.network == "none")
+        network = container_network(plan.hosts, str(cdir), str(self.root_dir / plan.first_host_container), self.options.network)
         view = ContainerView(spec.OPT_ML, spec.STAGE_FILE, inherited, cpus, gpus, network)
         _, env = write_training_layout(str(cdir), plan, entry, _IN_IMAGE_PYTHON, base, view=view)
         return env

@@ -98,9 +98,12 @@ def test_docker_hosts_share_algo_1s_namespace_with_a_hosts_file(tmp_path: Path) 
     assert full["network_mode"] == "container:murphy-abc-j-training"
     assert full["volumes"]["/c/j-training-2/hosts"] == {"bind": "/etc/hosts", "mode": "ro"}
     assert full["read_only"] is True and full["cap_drop"] == ["ALL"]  # isolation unchanged
-    net = container_network(HOSTS, str(tmp_path), str(tmp_path / "first"), own_namespace=True)
+    net = container_network(HOSTS, str(tmp_path), str(tmp_path / "first"), "none")
     assert net is not None and net.master_port == 7777 and net.master_addr(HOSTS) == "algo-1"
     assert "127.0.0.2\talgo-2" in (tmp_path / "hosts").read_text()
+    shared = container_network(HOSTS, str(tmp_path), str(tmp_path / "first"), "host")  # the host's network
+    assert shared is not None and shared.master_port == shared_master_port(str(tmp_path / "first")) != 7777
+    assert container_network(("algo-1",), str(tmp_path), str(tmp_path / "first"), "none") is None
 
 
 def test_hosts_sharing_a_loopback_serve_the_s3_gateway_on_their_own_ports() -> None:
