@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import socket
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -78,7 +79,7 @@ def shared_master_port(first_host_dir: str) -> int:
     os.makedirs(first_host_dir, exist_ok=True)
     with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError), open(path, encoding="utf-8") as f:
         return int(json.load(f)["master_port"])
-    tmp = f"{path}.{os.getpid()}.tmp"
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump({"master_port": _free_port()}, f)
     try:
