@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     #: with SIGKILL right after launching a job's containers, before their handles are recorded,
     #: so tests can show what the reconciler does with the result. Never set it otherwise.
     test_crash_after_launch: bool = False
+    #: The most training hosts (``ResourceConfig.InstanceCount``) one job may ask of each runtime:
+    #: every host is a container (a process tree) on this machine, so a laptop must not start 64.
+    #: ``MURPHY_MAX_INSTANCES_PROCESS`` / ``_DOCKER`` / ``_FAKE``; a request above is a ValidationException.
+    max_instances_process: int = Field(default=4, ge=1)
+    max_instances_docker: int = Field(default=8, ge=1)
+    max_instances_fake: int = Field(default=8, ge=1)
     #: A JSON file extending/overriding the built-in image catalog.
     image_catalog: Path | None = None
 
@@ -122,6 +128,11 @@ class Settings(BaseSettings):
     dead_letter_retention_s: float = 14 * 86400.0
     #: How often retention is applied.
     event_prune_interval_s: float = 3600.0
+
+    def max_instances(self, runtime: str | None = None) -> int:
+        """The host cap of ``runtime`` (default: the configured one)."""
+        return {"process": self.max_instances_process, "docker": self.max_instances_docker,
+                "fake": self.max_instances_fake}.get(runtime or self.runtime, self.max_instances_process)
 
     @property
     def resolved_database_url(self) -> str:

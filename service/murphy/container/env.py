@@ -151,15 +151,23 @@ def _env_value(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-def resource_config(instance_type: str) -> dict[str, Any]:
-    """``resourceconfig.json`` for a one-host job."""
+def host_names(count: int) -> list[str]:
+    """SageMaker's host names of an ``InstanceCount = count`` job: ``algo-1`` .. ``algo-<count>``."""
+    return [f"algo-{i}" for i in range(1, count + 1)]
+
+
+def resource_config(instance_type: str, current_host: str = CURRENT_HOST,
+                    hosts: Sequence[str] = (CURRENT_HOST,)) -> dict[str, Any]:
+    """``resourceconfig.json`` of ``current_host`` in a (homogeneous) cluster of ``hosts``."""
+    if current_host not in hosts:
+        raise ValueError(f"current host {current_host!r} is not one of {list(hosts)}")
     return {
-        "current_host": CURRENT_HOST,
+        "current_host": current_host,
         "current_instance_type": instance_type,
         "current_group_name": INSTANCE_GROUP,
-        "hosts": [CURRENT_HOST],
+        "hosts": list(hosts),
         "instance_groups": [{"instance_group_name": INSTANCE_GROUP, "instance_type": instance_type,
-                             "hosts": [CURRENT_HOST]}],
+                             "hosts": list(hosts)}],
         "network_interface_name": NETWORK_INTERFACE,
     }
 
@@ -225,7 +233,7 @@ def sm_environment(
         "input_config_dir": opt_ml.config_dir,
         "input_data_config": dict(input_data_config),
         "input_dir": opt_ml.input_dir,
-        "is_master": True,
+        "is_master": current_host == (hosts[0] if hosts else current_host),
         "job_name": job_name,
         "log_level": env["log_level"],
         "master_hostname": hosts[0] if hosts else current_host,

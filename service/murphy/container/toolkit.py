@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
+from murphy.container import distributed
 from murphy.container.env import (
     END_MARKER,
     MURPHY_CONFIG,
@@ -136,7 +137,10 @@ class Toolkit:
         if os.path.exists(os.path.join(code, "requirements.txt")):
             log("requirements.txt found: the process runtime does not install packages; "
                 "install them into the service's environment")
-        return argv_for(program, args, code, python)
+        try:  # torch_distributed: torchrun across the job's hosts (murphy.container.distributed)
+            return distributed.launch_argv(argv_for(program, args, code, python), program, platform, self.config, python)
+        except distributed.DistributedError as e:
+            raise ToolkitError(str(e)) from e
 
     def run_program(self, argv: list[str], cwd: str) -> int:
         log(f"invoking {argv!r} in {cwd}")
@@ -223,12 +227,12 @@ class Toolkit:
             if mirror is not None:
                 n = mirror.run_pass(final=True)
                 log(f"tensors: {len(mirror.uploaded)} file(s) at {uri} ({n} in the final pass)")
-            if uri:
+            if uri and self.config.get("end_marker", True):  # several hosts: murphy writes it
                 open_store(uri).put(END_MARKER, b"")
         except Exception as e:
             code = self._fail(f"cannot upload tensors to {uri}: {type(e).__name__}: {e}", code)
         out = self.config.get("output_uri")
-        if out and ran:
+        if out and ran and self.config.get("upload_model", True):  # several hosts: algo-1's
             try:
                 store = open_store(out)
                 store.put("model.tar.gz", pack_dir(self.opt_ml.model_dir))

@@ -163,10 +163,16 @@ def _forget_empty_grad_hooks(param: torch.Tensor) -> None:
 
 
 def _dist_rank_world() -> tuple[int, int]:
+    """The process group's rank and size; before ``init_process_group``, torchrun's ``RANK`` /
+    ``WORLD_SIZE`` (a hook made first must not name every worker ``worker_0``)."""
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
         return int(dist.get_rank()), int(dist.get_world_size())
-    return 0, 1
+    try:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return 0, 1
+    return (rank, world) if 0 <= rank < world else (0, 1)
 
 
 def _tensors(value: Any) -> list[torch.Tensor | None]:

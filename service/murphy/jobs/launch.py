@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from murphy.exceptions import MurphyError, RuntimeBackendError
 from murphy.jobs.model import JobRecord, RuleEvaluationStatus, SecondaryStatus
-from murphy.jobs.plans import containers, rule_plan, training_container, training_plan
+from murphy.jobs.plans import containers, rule_plan, training_containers, training_plans
 from murphy.jobs.progress import MAX_REASON
 from murphy.runtimes.base import Handle, Runtime
 from murphy.settings import Settings
@@ -30,12 +30,14 @@ class Launched:
     """What one launch pass started (handles) and could not start (errors), by container."""
 
     training: Handle | None = None
+    #: ``algo-2`` .. ``algo-N`` (multi-instance jobs): recorded with ``training``, all or none.
+    extra_training: list[Handle] = field(default_factory=list)
     training_error: str | None = None
     rules: dict[str, Handle] = field(default_factory=dict)
     rule_errors: dict[str, str] = field(default_factory=dict)
 
     def handles(self) -> list[Handle]:
-        return [h for h in (self.training, *self.rules.values()) if h is not None]
+        return [h for h in (self.training, *self.extra_training, *self.rules.values()) if h is not None]
 
 
 def missing(rec: JobRecord) -> bool:
@@ -49,10 +51,9 @@ def launch_missing(runtime: Runtime, rec: JobRecord, settings: Settings) -> Laun
     name, so after a crash this re-attaches to what the last service started."""
     out = Launched()
     if rec.training is None:
-        try:
-            out.training = runtime.launch(training_plan(rec))
-        except (RuntimeBackendError, MurphyError, OSError) as e:
-            out.training_error = str(e)
+        error = _launch_hosts(runtime, rec, out)
+        if error is not None:
+            out.training_error = error
             return out
     for i, rule in enumerate(r for r in rec.rules if r.kind == "debug"):
         if rule.handle is not None or rule.status != R.InProgress:
@@ -64,10 +65,32 @@ def launch_missing(runtime: Runtime, rec: JobRecord, settings: Settings) -> Laun
     return out
 
 
+def _launch_hosts(runtime: Runtime, rec: JobRecord, out: Launched) -> str | None:
+    """Launch every training host, ``algo-1`` first; the error of the first that cannot start
+    (naming the host when there are several), after what did start was killed: a job's hosts
+    run all together or not at all."""
+    plans = training_plans(rec)
+    started: list[Handle] = []
+    for plan in plans:
+        try:
+            started.append(runtime.launch(plan))
+        except (RuntimeBackendError, MurphyError, OSError) as e:
+            for handle in started:  # its peers would wait for it forever
+                try:
+                    runtime.stop(handle, force=True)
+                    runtime.remove(handle)
+                except MurphyError as stop_error:  # clear_unrecorded looks again by name
+                    log.warning("cannot stop %s of %s: %s", handle.id, rec.name, stop_error)
+            return f"{e} ({plan.current_host})" if len(plans) > 1 else str(e)
+    out.training, out.extra_training = started[0], started[1:]
+    return None
+
+
 def apply_launch(rec: JobRecord, out: Launched, now: float) -> bool:
     """Write ``out`` onto ``rec`` (the current record, whatever happened to it meanwhile)."""
     if out.training is not None and rec.training is None:
         rec.training = out.training
+        rec.extra_training = list(out.extra_training)
     for rule in rec.rules:
         handle = out.rules.get(rule.name)
         if handle is not None and rule.handle is None:
@@ -115,7 +138,7 @@ def clear_unrecorded(runtime: Runtime, rec: JobRecord, why: str, names: set[str]
 
 def failed_names(rec: JobRecord, out: Launched) -> set[str]:
     """Container names whose launch failed in ``out`` (they may have been created anyway)."""
-    names = {training_container(rec)} if out.training_error is not None else set()
+    names = set(training_containers(rec)) if out.training_error is not None else set()
     by_rule = {rule.name: name for name, rule in containers(rec).items() if rule is not None}
     return names | {by_rule[n] for n in out.rule_errors if n in by_rule}
 

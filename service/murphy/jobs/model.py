@@ -156,7 +156,10 @@ class JobRecord:
     #: When SIGTERM was sent to the training container (the grace period runs from here).
     stop_sent_at: float | None = None
     rules: list[RuleState] = field(default_factory=list)
+    #: ``algo-1``'s training container; ``extra_training`` holds ``algo-2`` .. ``algo-N``'s
+    #: (multi-instance jobs; launched together, so either all are recorded or none).
     training: Handle | None = None
+    extra_training: list[Handle] = field(default_factory=list)
     tags: list[dict[str, str]] = field(default_factory=list)
     #: Free-form supervisor bookkeeping that must survive restarts (e.g. when training exited).
     notes: dict[str, Any] = field(default_factory=dict)
@@ -172,6 +175,10 @@ class JobRecord:
 
     def is_terminal(self) -> bool:
         return is_terminal(self.status)
+
+    def training_handles(self) -> list[Handle]:
+        """Every training host's handle, ``algo-1`` first (empty before the launch)."""
+        return [self.training, *self.extra_training] if self.training is not None else []
 
     def transition(self, to: SecondaryStatus, message: str, now: float | None = None) -> bool:
         """Move the job to ``to`` (primary status follows); False if already there."""
@@ -216,4 +223,6 @@ class JobRecord:
             for r in d.get("rules", [])
         ]
         d["training"] = Handle(**d["training"]) if d.get("training") else None
+        # Records written before multi-instance jobs have no extra hosts.
+        d["extra_training"] = [Handle(**h) for h in d.get("extra_training") or []]
         return cls(**d)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from murphy.container.env import host_names
 from murphy.jobs.model import JobRecord, RuleState
 from murphy.jobs.naming import debug_output_uri, rule_output_uri, s3_join
-from murphy.runtimes.base import Channel, RulePlan, TrainingPlan
+from murphy.runtimes.base import Channel, Handle, RulePlan, TrainingPlan
 from murphy.settings import Settings
 from murphy.storage import ObjectStore, local_bucket_store, open_store, split_s3_uri
 from murphy.storage.s3 import S3ObjectStore
@@ -29,8 +31,32 @@ def tensor_uri(record: JobRecord) -> str | None:
     return debug_output_uri(hook_output_path(record.spec), record.name) if wants_tensors(record.spec) else None
 
 
-def training_container(record: JobRecord) -> str:
-    return f"{record.name}-training"
+def instance_count(record: JobRecord) -> int:
+    try:
+        return max(1, int(record.spec.get("ResourceConfig", {}).get("InstanceCount") or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def training_container(record: JobRecord, host: int = 1) -> str:
+    """The container of training host ``algo-<host>`` (``algo-1``'s name is the one-host name,
+    so records written before multi-instance jobs keep theirs)."""
+    return f"{record.name}-training" if host == 1 else f"{record.name}-training-{host}"
+
+
+def training_containers(record: JobRecord) -> list[str]:
+    return [training_container(record, i) for i in range(1, instance_count(record) + 1)]
+
+
+def recorded(record: JobRecord, name: str) -> Handle | None:
+    """The handle the record holds for its container ``name`` (None: none, or no such name)."""
+    hosts = training_containers(record)
+    if name in hosts:
+        handles = record.training_handles()
+        i = hosts.index(name)
+        return handles[i] if i < len(handles) else None
+    rule = containers(record).get(name)
+    return rule.handle if rule is not None else None
 
 
 def rule_container(record: JobRecord, index: int) -> str:
@@ -39,10 +65,20 @@ def rule_container(record: JobRecord, index: int) -> str:
 
 
 def containers(record: JobRecord) -> dict[str, RuleState | None]:
-    """Every container name the job may have: its training container (None) and one per debug rule."""
-    out: dict[str, RuleState | None] = {training_container(record): None}
+    """Every container name the job may have: its training hosts' (None) and one per debug rule."""
+    out: dict[str, RuleState | None] = dict.fromkeys(training_containers(record))
     out.update((rule_container(record, i), r) for i, r in enumerate(r for r in record.rules if r.kind == "debug"))
     return out
+
+
+def training_plans(record: JobRecord) -> list[TrainingPlan]:
+    """One plan per host, ``algo-1`` first (the others join its network where the runtime
+    needs that, so it is launched first)."""
+    first = training_plan(record)
+    hosts = tuple(host_names(instance_count(record)))
+    return [dataclasses.replace(first, container_name=training_container(record, i), current_host=host,
+                                hosts=hosts, first_host_container=first.container_name)
+            for i, host in enumerate(hosts, 1)]
 
 
 def training_plan(record: JobRecord) -> TrainingPlan:
@@ -69,6 +105,7 @@ def training_plan(record: JobRecord) -> TrainingPlan:
     tb = spec.get("TensorBoardOutputConfig")
     return TrainingPlan(
         container_name=training_container(record),
+        first_host_container=training_container(record),
         job_name=record.name,
         account=record.account,
         region=record.region,
@@ -76,7 +113,7 @@ def training_plan(record: JobRecord) -> TrainingPlan:
         hyperparameters=dict(spec.get("HyperParameters", {}) or {}),
         environment=dict(spec.get("Environment", {}) or {}),
         instance_type=resources.get("InstanceType", "ml.m5.xlarge"),
-        instance_count=int(resources.get("InstanceCount", 1)),
+        instance_count=instance_count(record),
         channels=tuple(channels),
         debug_hook_config=hook_config,
         tensor_uri=tensor_uri(record),
@@ -125,7 +162,7 @@ def open_uri(settings: Settings, uri: str) -> ObjectStore:
 
 
 def job_plans(record: JobRecord, settings: Settings) -> tuple[TrainingPlan, list[RulePlan]]:
-    """The training plan and one plan per debug rule, indexed as the supervisor launches them
-    (profiler rules run no container)."""
+    """The training plan (``algo-1``'s; :func:`training_plans` has every host's) and one plan
+    per debug rule, indexed as the supervisor launches them (profiler rules run no container)."""
     debug_rules = [r for r in record.rules if r.kind == "debug"]
     return training_plan(record), [rule_plan(record, r, i, settings) for i, r in enumerate(debug_rules)]

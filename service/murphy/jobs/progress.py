@@ -12,7 +12,12 @@ _ORDER = [S.Starting, S.Downloading, S.Training, S.Uploading]
 MAX_REASON = 1024
 
 
-def failure_reason(state: ContainerState) -> str:
+def failure_reason(state: ContainerState, host: str | None = None) -> str:
+    """The job's FailureReason from its failed container; ``host`` (a multi-instance job's
+    ``algo-<i>``) is named at the end, as SageMaker does."""
+    if host is not None:
+        suffix = f" ({host})"
+        return failure_reason(state)[:MAX_REASON - len(suffix)] + suffix
     if state.failure:
         return state.failure.strip()[:MAX_REASON]
     if state.phase == "missing":

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from murphy.exceptions import JobNotFound, MurphyError
 from murphy.jobs.model import JobRecord, RuleEvaluationStatus, SecondaryStatus
-from murphy.jobs.plans import containers
+from murphy.jobs.plans import containers, recorded
 from murphy.runtimes.base import FoundContainer, Runtime
 from murphy.store.base import JobStore
 
@@ -51,9 +51,9 @@ def verdict(rec: JobRecord | None, c: FoundContainer) -> str | None:
     if c.container_name not in names:
         return f"owned by nobody: job {rec.name} has no container of that name"
     rule = names[c.container_name]
-    recorded = rec.training if rule is None else rule.handle
-    if recorded is not None:
-        return None if recorded.id == c.handle.id else f"owned by nobody: job {rec.name} records container {recorded.id} under that name"
+    held = recorded(rec, c.container_name)
+    if held is not None:
+        return None if held.id == c.handle.id else f"owned by nobody: job {rec.name} records container {held.id} under that name"
     if rec.secondary == SecondaryStatus.Stopping:
         return f"job {rec.name} is stopping and never recorded it"
     if rule is not None and rule.status != RuleEvaluationStatus.InProgress:
@@ -102,6 +102,5 @@ class Reconciler:
 
 
 def _unrecorded(rec: JobRecord, c: FoundContainer) -> bool:
-    rule = containers(rec).get(c.container_name)
-    return (rec.training if rule is None else rule.handle) is None
+    return recorded(rec, c.container_name) is None
 

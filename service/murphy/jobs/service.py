@@ -29,7 +29,7 @@ from murphy.jobs.naming import (
     training_job_arn,
 )
 from murphy.jobs.plans import rule_result_uri
-from murphy.runtimes.base import LogPage, Runtime
+from murphy.runtimes.base import Handle, LogPage, Runtime
 from murphy.settings import Settings
 from murphy.store.base import JobQuery, JobStore
 
@@ -86,6 +86,7 @@ class JobService:
 
     def create_training_job(self, request: dict[str, Any], *, account: str, region: str) -> str:
         name = request["TrainingJobName"]
+        self._check_instance_count(request)
         arn = training_job_arn(region, account, name)
         now = self.clock()
         spec = {k: v for k, v in request.items() if k not in ("TrainingJobName", "Tags")}
@@ -112,6 +113,16 @@ class JobService:
             ) from None
         self.on_change()
         return arn
+
+    def _check_instance_count(self, request: dict[str, Any]) -> None:
+        count = (request.get("ResourceConfig") or {}).get("InstanceCount")
+        cap = self.settings.max_instances(getattr(self.runtime, "name", None))
+        if isinstance(count, int) and count > cap:
+            runtime = getattr(self.runtime, "name", self.settings.runtime)
+            raise ValidationException(
+                f"ResourceConfig.InstanceCount {count} exceeds the limit of {cap} hosts per job on murphy's "
+                f"{runtime} runtime (every host runs on this machine); ask for at most {cap}, or raise "
+                f"MURPHY_MAX_INSTANCES_{runtime.upper()}.")
 
     def _get(self, name: str, account: str | None = None) -> JobRecord:
         """The record; another account's job is exactly as missing as one that does not exist."""
@@ -187,7 +198,7 @@ class JobService:
 
     # --- logs (CloudWatch Logs subset) ---------------------------------------------------------
 
-    def _streams(self, group: str, prefix: str, account: str | None = None) -> list[tuple[str, JobRecord, RuleState | None]]:
+    def _streams(self, group: str, prefix: str, account: str | None = None) -> list[tuple[str, JobRecord, Handle]]:
         if group not in (TRAINING_LOG_GROUP, PROCESSING_LOG_GROUP):
             raise ResourceNotFoundException("The specified log group does not exist.")
         job_part = prefix.split("/", 1)[0]
@@ -196,15 +207,16 @@ class JobService:
         else:
             # A rule job's name starts with its training job's first 26 characters.
             candidates = self.store.query(JobQuery(name_contains=job_part[:26].rstrip("-") or None, account=account))
-        out: list[tuple[str, JobRecord, RuleState | None]] = []
+        out: list[tuple[str, JobRecord, Handle]] = []
         for rec in candidates:
             epoch = int(rec.creation_time)
             if group == TRAINING_LOG_GROUP:
-                if rec.training is not None:
-                    out.append((f"{rec.name}/algo-1-{epoch}", rec, None))
+                # One stream per host, as on SageMaker: <job>/algo-<i>-<epoch>.
+                out.extend((f"{rec.name}/algo-{i}-{epoch}", rec, handle)
+                           for i, handle in enumerate(rec.training_handles(), 1))
             else:
                 out.extend(
-                    (f"{rule.job_arn.rsplit('/', 1)[1]}/algo-1-{epoch}", rec, rule)
+                    (f"{rule.job_arn.rsplit('/', 1)[1]}/algo-1-{epoch}", rec, rule.handle)
                     for rule in rec.rules
                     if rule.handle is not None
                 )
@@ -216,10 +228,8 @@ class JobService:
 
     def get_log_events(self, group: str, stream: str, cursor: int = 0, limit: int = 10_000, *,
                        account: str | None = None) -> LogPage:
-        for name, rec, rule in self._streams(group, stream.split("/", 1)[0], account):
+        for name, _, handle in self._streams(group, stream.split("/", 1)[0], account):
             if name == stream:
-                handle = rule.handle if rule is not None else rec.training
-                assert handle is not None
                 return self.runtime.read_logs(handle, cursor, limit)
         raise ResourceNotFoundException("The specified log stream does not exist.")
 

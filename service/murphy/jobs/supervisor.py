@@ -33,10 +33,10 @@ from murphy.exceptions import (
     ObjectNotFound,
     RuntimeBackendError,
 )
-from murphy.jobs import launch
+from murphy.jobs import launch, training
 from murphy.jobs.model import JobRecord, RuleEvaluationStatus, RuleState, SecondaryStatus
 from murphy.jobs.plans import open_uri, tensor_uri
-from murphy.jobs.progress import MAX_REASON, STAGES, advance, bare, failure_reason
+from murphy.jobs.progress import MAX_REASON, advance, bare
 from murphy.jobs.reconciler import Reconciler
 from murphy.jobs.service import mutate, request_stop
 from murphy.runtimes.base import ContainerState, Handle, Runtime
@@ -140,7 +140,7 @@ class Supervisor:
 
     def _release(self, rec: JobRecord) -> None:
         """Free the containers of a finished job (the runtime keeps their logs)."""
-        for handle in (rec.training, *(r.handle for r in rec.rules)):
+        for handle in (*rec.training_handles(), *(r.handle for r in rec.rules)):
             if handle is None:
                 continue
             try:
@@ -248,7 +248,7 @@ class Supervisor:
             "action_json" in (c.get("RuleParameters") or {})
             for c in rec.spec.get("DebugRuleConfigurations", []) if c["RuleConfigurationName"] == rule.name
         )
-        exit_info = rec.notes.get("training_exit")
+        exit_info = rec.notes.get("training_exit") or rec.notes.get("host_failed")  # (a host of several)
         if exit_info is not None and exit_info.get("exit_code") != 0:
             return False  # training already failed on its own: the job ends Failed, the rule keeps its verdict
         message = bare(str(result.get("message") or ""), rule, result) or "found issues"
@@ -287,28 +287,14 @@ class Supervisor:
         return False
 
     def _watch_training(self, rec: JobRecord, now: float) -> bool:
-        if rec.training is None or "training_exit" in rec.notes:
-            return False
-        state = self.runtime.status(rec.training)
-        changed = False
-        if state.phase in ("exited", "missing"):
-            self._gone(rec, "training", rec.training, state)
-            rec.notes["training_exit"] = {"phase": state.phase, "exit_code": state.exit_code, "at": now}
-            if state.exit_code != 0 and rec.secondary != S.Stopping:
-                rec.failure_reason = failure_reason(state)
-            if state.phase == "missing" or state.exit_code != 0:
-                self._write_end_marker(rec)
-            return True
-        if rec.secondary == S.Stopping:
-            return self._signal(rec, "training", rec.training, now)
-        stage = STAGES.get(state.stage or "", S.Starting if state.phase == "pending" else S.Downloading)
-        changed |= advance(rec, stage, now)
-        limit = rec.spec.get("StoppingCondition", {}).get("MaxRuntimeInSeconds")
-        started = rec.training_start_time or rec.creation_time
-        if limit and now - started > float(limit):
-            rec.notes["max_runtime_exceeded"] = True
-            changed |= request_stop(rec, f"Training job exceeded MaxRuntimeInSeconds ({limit} s)", now)
-            changed |= self._signal(rec, "training", rec.training, now)
+        had_exit = "training_exit" in rec.notes
+        changed = training.watch(self.runtime, rec, now, self._signal, self._gone)
+        exit_info = rec.notes.get("training_exit")
+        # A dead container cannot close its trial; nor does any host of several (the first to
+        # finish would end the trial while its peers still upload): murphy does it for them.
+        if exit_info is not None and not had_exit and (
+                exit_info["phase"] == "missing" or exit_info["exit_code"] != 0 or len(rec.training_handles()) > 1):
+            self._write_end_marker(rec)
         return changed
 
     def _write_end_marker(self, rec: JobRecord) -> None:

@@ -77,6 +77,17 @@ class TrainingPlan:
     #: (``<S3OutputPath>/<job>/tensorboard-output``); None without one.
     tensorboard_config: dict[str, object] | None = None
     tensorboard_uri: str | None = None
+    #: This container's host in the job's cluster (``InstanceCount`` hosts ``algo-1`` ..
+    #: ``algo-N``, one container each; docs/runtimes.md, "Multi-instance jobs").
+    current_host: str = "algo-1"
+    hosts: tuple[str, ...] = ("algo-1",)
+    #: The container name of ``algo-1`` (hosts of one job find each other through it).
+    first_host_container: str = ""
+
+    @property
+    def host_index(self) -> int:
+        """1 for ``algo-1`` (the master), ..."""
+        return self.hosts.index(self.current_host) + 1
 
 
 @dataclass(frozen=True)

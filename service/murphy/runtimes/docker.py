@@ -46,6 +46,7 @@ from murphy.runtimes.base import (
     TrainingPlan,
 )
 from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
+from murphy.runtimes.cluster import container_network
 from murphy.runtimes.docker_logs import rfc3339_ns, sync_logs
 from murphy.runtimes.layout import ContainerView, rule_env, write_training_layout
 from murphy.storage import gateway
@@ -192,7 +193,9 @@ class DockerRuntime:
         (cdir / "run").mkdir(exist_ok=True)
         (cdir / "run" / "stage.json").unlink(missing_ok=True)  # from a launch that died before its container
         cpus, gpus = spec.cpus_for(plan, self.host())
-        view = ContainerView(spec.OPT_ML, spec.STAGE_FILE, inherited, cpus, gpus)
+        base = {**base, **spec.host_gateway_env(base, plan.host_index)}
+        network = container_network(plan.hosts, str(cdir), str(self.root_dir / plan.first_host_container), self.options.network)
+        view = ContainerView(spec.OPT_ML, spec.STAGE_FILE, inherited, cpus, gpus, network)
         _, env = write_training_layout(str(cdir), plan, entry, _IN_IMAGE_PYTHON, base, view=view)
         return env
 

@@ -19,6 +19,7 @@ from murphy.runtimes.base import Plan, RulePlan, TrainingPlan
 from murphy.runtimes.base import (
     runtime_id as runtime_id,  # names and labels carry it (moved to base)
 )
+from murphy.runtimes.cluster import HOSTS_FILE
 from murphy.runtimes.instances import InstanceSpec, instance_spec
 from murphy.storage import gateway
 
@@ -182,7 +183,38 @@ def create_kwargs(plan: Plan, *, image: str, name: str, env: Mapping[str, str], 
     if options.max_memory_bytes:
         host = HostLimits(host.cpus, min(host.memory_bytes, options.max_memory_bytes), host.gpus_available)
     kwargs.update(resources(itype, spec, host))
+    if isinstance(plan, TrainingPlan):
+        extra = cluster_kwargs(plan, rid, options.network, os.path.join(container_dir, HOSTS_FILE))
+        kwargs["volumes"].update(extra.pop("volumes", {}))
+        kwargs.update(extra)
     return kwargs
+
+
+def cluster_kwargs(plan: TrainingPlan, rid: str, network: str, hosts_file: str) -> dict[str, Any]:
+    """What a host of a multi-instance job changes in ``create``'s arguments (none for one
+    host): ``algo-1`` is named so and keeps the job's network (``none``: only ``lo``); the
+    other hosts join its network namespace, so they reach each other over that loopback and
+    still nothing else; ``hosts_file`` (mounted at ``/etc/hosts``) names every host there."""
+    if len(plan.hosts) < 2:
+        return {}
+    out: dict[str, Any] = {"volumes": {hosts_file: {"bind": "/etc/hosts", "mode": "ro"}}}
+    if network != "none":
+        return out  # the host's network: hosts are loopback addresses there (docs/runtimes.md)
+    if plan.host_index == 1:
+        out["hostname"] = plan.current_host
+    else:
+        # Docker refuses a hostname of its own to a container in another's network namespace.
+        out["network_mode"] = f"container:{container_name(rid, plan.first_host_container)}"
+    return out
+
+
+def host_gateway_env(env: Mapping[str, str], host_index: int) -> dict[str, str]:
+    """Hosts sharing one loopback each serve the S3 gateway on their own port (47113 + i - 1)."""
+    if gateway.PORT_ENV not in env or host_index == 1:
+        return {}
+    port = gateway.DEFAULT_PORT + host_index - 1
+    url = f"http://127.0.0.1:{port}"
+    return {gateway.PORT_ENV: str(port), "MURPHY_S3_ENDPOINT_URL": url, "AWS_ENDPOINT_URL_S3": url}
 
 
 def cpus_for(plan: Plan, host: HostLimits) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from murphy.container.env import (
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes.base import RulePlan, TrainingPlan
 from murphy.runtimes.catalog import CatalogEntry, resolve_argv
+from murphy.runtimes.cluster import HostNetwork
 
 #: Variables a container inherits from the service's environment (everything else comes from
 #: the runtime's ``base_env`` and the job): enough to find Python, the user's AWS
@@ -43,6 +44,8 @@ class ContainerView:
     inherited: Mapping[str, str]
     num_cpus: int
     num_gpus: int
+    #: Where the job's hosts are (multi-instance jobs; None: one host, nothing to find).
+    network: HostNetwork | None = None
 
 
 def inherited_env() -> dict[str, str]:
@@ -84,20 +87,21 @@ def input_data_config(plan: TrainingPlan) -> dict[str, dict[str, str]]:
 
 def write_training_layout(
     container_dir: str, plan: TrainingPlan, entry: CatalogEntry, python: str, base_env: Mapping[str, str],
-    *, view: ContainerView | None = None,
+    *, view: ContainerView | None = None, network: HostNetwork | None = None,
 ) -> tuple[OptMl, dict[str, str]]:
     """Create ``<container_dir>/opt/ml`` with its config files; return it and the environment.
 
     ``view`` is how the container sees it (a Docker container mounts it at ``/opt/ml``): paths
-    written into the config files and the environment are the container's, not this host's."""
+    written into the config files and the environment are the container's, not this host's.
+    ``network`` (without a ``view``): where the job's hosts are."""
     host = OptMl(os.path.join(container_dir, "opt", "ml"))
     for d in host.layout():
         os.makedirs(d, exist_ok=True)
     view = view or ContainerView(host.root, os.path.join(container_dir, "stage.json"), inherited_env(),
-                                 os.cpu_count() or 1, num_gpus())
+                                 os.cpu_count() or 1, num_gpus(), network)
     opt_ml = OptMl(view.opt_ml)
     _write(host.config_file("hyperparameters.json"), dict(plan.hyperparameters))
-    resources = resource_config(plan.instance_type)
+    resources = resource_config(plan.instance_type, plan.current_host, plan.hosts)
     _write(host.config_file("resourceconfig.json"), resources)
     data_config = input_data_config(plan)
     _write(host.config_file("inputdataconfig.json"), data_config)
@@ -135,6 +139,11 @@ def write_training_layout(
                       "distribution": c.distribution} for c in plan.channels],
         "container_entrypoint": list(plan.container_entrypoint) if plan.container_entrypoint else None,
         "container_arguments": list(plan.container_arguments) if plan.container_arguments is not None else None,
+        # Several hosts: the toolkit runs torchrun across them, uploads the model from algo-1
+        # only, and leaves the trial's end marker to murphy (written once every host ended).
+        "cluster": view.network.to_doc(plan.hosts, plan.current_host) if view.network is not None else None,
+        "upload_model": plan.host_index == 1,
+        "end_marker": len(plan.hosts) == 1,
     })
     env = {"PYTHONUNBUFFERED": "1", **view.inherited, **base_env, **plan.environment}
     env.update(sm_environment(opt_ml, plan.hyperparameters, data_config, resources, job_name=plan.job_name,
@@ -146,6 +155,8 @@ def write_training_layout(
         # The real sagemaker-training toolkit, if a script imports it, finds this layout.
         "SAGEMAKER_BASE_DIR": opt_ml.root,
     })
+    if view.network is not None:  # torch's env:// rendezvous, for scripts that start without torchrun
+        env.update({"MASTER_ADDR": view.network.master_addr(plan.hosts), "MASTER_PORT": str(view.network.master_port)})
     if plan.debug_hook_config is not None:
         env["SMDEBUG_CONFIG_FILE_PATH"] = hook_path
     if plan.tensorboard_config is not None:

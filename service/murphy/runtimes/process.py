@@ -49,6 +49,7 @@ from murphy.runtimes.base import (
     runtime_id,
 )
 from murphy.runtimes.catalog import ImageCatalog
+from murphy.runtimes.cluster import HostNetwork, loopback_addresses, shared_master_port
 from murphy.runtimes.layout import (
     CONTAINER_MARKER_ENV,
     program_argv,
@@ -151,7 +152,8 @@ class ProcessRuntime:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(d, stale))
         if isinstance(plan, TrainingPlan):
-            opt_ml, env = write_training_layout(d, plan, entry, entry.python or self.python, self.base_env)
+            opt_ml, env = write_training_layout(d, plan, entry, entry.python or self.python, self.base_env,
+                                                network=self._network(plan))
             data["opt_ml"] = opt_ml.root
             data["failure"] = opt_ml.failure_file
         else:
@@ -172,6 +174,13 @@ class ProcessRuntime:
         _write_json(os.path.join(d, "handle.json"), {"runtime": handle.runtime, "id": handle.id, "data": data})
         os.unlink(os.path.join(d, "launch.json"))
         return handle
+
+    def _network(self, plan: TrainingPlan) -> HostNetwork | None:
+        """Several hosts share this machine's network: loopback addresses, a port per job."""
+        if len(plan.hosts) < 2:
+            return None
+        first = str(self.root_dir / (plan.first_host_container or plan.container_name))
+        return HostNetwork(loopback_addresses(plan.hosts), shared_master_port(first))
 
     # ---- list ------------------------------------------------------------------------------
 

@@ -205,3 +205,18 @@ def test_json_config_tensorboard_dir_reaches_the_hook(tmp_path: Path, monkeypatc
     hook = Hook.create_from_json_file(path)
     assert hook._writer.tensorboard is not None and hook._writer.tensorboard.logdir == str(tmp_path / "tb")
     hook.close()
+
+
+@pytest.mark.parametrize(("env", "worker", "workers"), [
+    ({"RANK": "1", "WORLD_SIZE": "2"}, "worker_1", 2),  # torchrun's variables, before init_process_group
+    ({"RANK": "5", "WORLD_SIZE": "2"}, "worker_0", 1),  # nonsense: one worker
+    ({}, "worker_0", 1),
+])
+def test_the_worker_is_named_from_torchruns_rank_before_the_process_group_exists(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], worker: str, workers: int) -> None:
+    for key in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    hook = Hook(out_dir=str(tmp_path / "out"), include_workers="all")
+    assert (hook.worker, hook.num_workers) == (worker, workers)

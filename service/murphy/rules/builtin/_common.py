@@ -121,12 +121,32 @@ def selected_in_layer_order(
     return layer_order(trial, names, step)
 
 
-def value_at(trial: Any, name: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> Array | None:
-    """The raw value of ``name`` at ``step``, or None when only reductions (or nothing) exist."""
+def value_at(trial: Any, name: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL,
+             worker: str | None = None) -> Array | None:
+    """The raw value of ``name`` at ``step`` (of ``worker``; default: the first that saved
+    it), or None when only reductions (or nothing) exist."""
     try:
+        if worker is not None:
+            return np.asarray(trial.tensor(name).value(step, mode=mode, worker=worker))
         return np.asarray(trial.tensor(name).value(step, mode=mode))
     except (TensorUnavailableForStep, TensorUnavailable):
         return None
+
+
+def workers_at(trial: Any, name: str, step: int) -> list[str | None]:
+    """The workers whose value of ``name`` a rule checks at ``step``: every one that saved it
+    when there are several (a multi-instance job's ranks: an anomaly on one rank must be found),
+    else ``[None]`` (the one worker, read as before)."""
+    try:
+        workers: list[str | None] = list(trial.tensor(name).workers(step))
+    except (TensorUnavailableForStep, TensorUnavailable):
+        return [None]
+    return workers if len(workers) > 1 else [None]
+
+
+def on_worker(worker: str | None) -> str:
+    """`` on worker_1`` for a finding's message (nothing with one worker)."""
+    return f" on {worker}" if worker is not None else ""
 
 
 def values_in_layer_order(trial: Any, names: Iterable[str], step: int) -> Iterator[tuple[str, Array]]:
@@ -137,9 +157,11 @@ def values_in_layer_order(trial: Any, names: Iterable[str], step: int) -> Iterat
             yield name, value
 
 
-def abs_mean_at(trial: Any, name: str, step: int) -> float | None:
+def abs_mean_at(trial: Any, name: str, step: int, worker: str | None = None) -> float | None:
     """``mean(|x|)`` from the stored ``abs_mean`` reduction or the raw value; None if neither."""
     try:
+        if worker is not None:
+            return scalar(trial.tensor(name).reduction_value(step, "mean", abs=True, worker=worker))
         return scalar(trial.tensor(name).reduction_value(step, "mean", abs=True))
     except (TensorUnavailableForStep, TensorUnavailable):
         return None

@@ -10,6 +10,7 @@ import numpy as np
 from murphy.rules.builtin._common import (
     checked_regexes,
     fmt,
+    on_worker,
     optional_list,
     percent,
     reject_unknown,
@@ -17,6 +18,7 @@ from murphy.rules.builtin._common import (
     selected_in_layer_order,
     step_label,
     value_at,
+    workers_at,
 )
 from murphy.rules.params import as_float
 from murphy.rules.rule import Rule
@@ -52,14 +54,15 @@ class AllZero(Rule):
     def invoke_at_step(self, step: int) -> bool:
         trial = self.base_trial
         for name in selected_in_layer_order(trial, step, self.collection_names, self.tensor_regex):
-            value = value_at(trial, name, step)
-            if value is None or value.size == 0:
-                continue
-            zeros = percent(int(np.count_nonzero(value == 0)), value.size)
-            if zeros >= self.threshold:
-                message = (
-                    f"{self.rule_name}: tensor {name} is {fmt(zeros)} % zeros at "
-                    f"{step_label(trial, step)} (threshold {fmt(self.threshold)} %)"
-                )
-                return self.found(step, message, tensor=name, value=zeros)
+            for worker in workers_at(trial, name, step):
+                value = value_at(trial, name, step, worker=worker)
+                if value is None or value.size == 0:
+                    continue
+                zeros = percent(int(np.count_nonzero(value == 0)), value.size)
+                if zeros >= self.threshold:
+                    message = (
+                        f"{self.rule_name}: tensor {name} is {fmt(zeros)} % zeros{on_worker(worker)} at "
+                        f"{step_label(trial, step)} (threshold {fmt(self.threshold)} %)"
+                    )
+                    return self.found(step, message, tensor=name, value=zeros)
         return False

@@ -10,6 +10,7 @@ import numpy as np
 from murphy.rules.builtin._common import (
     checked_regexes,
     fmt,
+    on_worker,
     percent,
     reject_unknown,
     require,
@@ -17,6 +18,7 @@ from murphy.rules.builtin._common import (
     step_label,
     unit_activity_percent,
     value_at,
+    workers_at,
 )
 from murphy.rules.params import as_float
 from murphy.rules.rule import Rule
@@ -57,16 +59,17 @@ class DeadRelu(Rule):
     def invoke_at_step(self, step: int) -> bool:
         trial = self.base_trial
         for name in selected_in_layer_order(trial, step, None, self.tensor_regex):
-            value = value_at(trial, name, step)
-            if value is None or value.size == 0:
-                continue
-            activity = unit_activity_percent(value > 0)
-            dead = percent(int(np.count_nonzero(activity < self.threshold_inactivity)), activity.size)
-            if dead > self.threshold_layer:
-                message = (
-                    f"{self.rule_name}: {fmt(dead)} % of the units of {name} are dead (active in "
-                    f"< {fmt(self.threshold_inactivity)} % of samples) at {step_label(trial, step)} "
-                    f"(threshold {fmt(self.threshold_layer)} %)"
-                )
-                return self.found(step, message, tensor=name, value=dead)
+            for worker in workers_at(trial, name, step):
+                value = value_at(trial, name, step, worker=worker)
+                if value is None or value.size == 0:
+                    continue
+                activity = unit_activity_percent(value > 0)
+                dead = percent(int(np.count_nonzero(activity < self.threshold_inactivity)), activity.size)
+                if dead > self.threshold_layer:
+                    message = (
+                        f"{self.rule_name}: {fmt(dead)} % of the units of {name} are dead (active in "
+                        f"< {fmt(self.threshold_inactivity)} % of samples){on_worker(worker)} at "
+                        f"{step_label(trial, step)} (threshold {fmt(self.threshold_layer)} %)"
+                    )
+                    return self.found(step, message, tensor=name, value=dead)
         return False

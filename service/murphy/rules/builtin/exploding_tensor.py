@@ -10,11 +10,13 @@ import numpy as np
 from murphy.rules.builtin._common import (
     Array,
     checked_regexes,
+    on_worker,
     optional_list,
     reject_unknown,
     selected_in_layer_order,
     step_label,
     value_at,
+    workers_at,
 )
 from murphy.rules.params import as_bool
 from murphy.rules.rule import Rule
@@ -57,26 +59,33 @@ class ExplodingTensor(Rule):
         bad = np.isnan(value) if self.only_nan else ~np.isfinite(value)
         return int(np.count_nonzero(bad))
 
-    def _reductions_bad(self, name: str, step: int) -> int:
-        stored = self.base_trial.tensor(name).reduction_values(step)
+    def _reductions_bad(self, name: str, step: int, worker: str | None) -> int:
+        stored = self.base_trial.tensor(name).reduction_values(step, worker=worker)
         return sum(self._bad_count(np.asarray(v)) for v in stored.values())
 
     def invoke_at_step(self, step: int) -> bool:
         trial = self.base_trial
         names = selected_in_layer_order(trial, step, self.collection_names, self.tensor_regex)
         for name in names:
-            value = value_at(trial, name, step)
-            if value is not None:
-                bad, total, what = self._bad_count(value), value.size, "values"
-            else:
-                bad, total, what = self._reductions_bad(name, step), 0, "stored reductions"
-            if bad:
-                kind = "NaN" if self.only_nan else "non-finite (NaN/inf)"
-                of = f" of {total}" if total else ""
-                message = (
-                    f"{self.rule_name}: tensor {name} has {bad}{of} {kind} {what} at "
-                    f"{step_label(trial, step)} (threshold: every value finite); it is the "
-                    "first such tensor in layer order"
-                )
-                return self.found(step, message, tensor=name, value=float(bad))
+            for worker in workers_at(trial, name, step):
+                if self._check(name, step, worker):
+                    return True
         return False
+
+    def _check(self, name: str, step: int, worker: str | None) -> bool:
+        trial = self.base_trial
+        value = value_at(trial, name, step, worker=worker)
+        if value is not None:
+            bad, total, what = self._bad_count(value), value.size, "values"
+        else:
+            bad, total, what = self._reductions_bad(name, step, worker), 0, "stored reductions"
+        if not bad:
+            return False
+        kind = "NaN" if self.only_nan else "non-finite (NaN/inf)"
+        of = f" of {total}" if total else ""
+        message = (
+            f"{self.rule_name}: tensor {name} has {bad}{of} {kind} {what}{on_worker(worker)} at "
+            f"{step_label(trial, step)} (threshold: every value finite); it is the "
+            "first such tensor in layer order"
+        )
+        return self.found(step, message, tensor=name, value=float(bad))

@@ -10,6 +10,7 @@ import numpy as np
 from murphy.rules.builtin._common import (
     checked_regexes,
     fmt,
+    on_worker,
     optional_list,
     percent,
     reject_unknown,
@@ -18,6 +19,7 @@ from murphy.rules.builtin._common import (
     step_label,
     unit_activity_percent,
     value_at,
+    workers_at,
 )
 from murphy.rules.params import RuleParameterError, as_float
 from murphy.rules.rule import Rule
@@ -82,17 +84,19 @@ class SaturatedActivation(Rule):
     def invoke_at_step(self, step: int) -> bool:
         trial = self.base_trial
         for name in selected_in_layer_order(trial, step, self.collection_names, self.tensor_regex):
-            value = value_at(trial, name, step)
-            if value is None or value.size == 0:
-                continue
-            low, high = self.sigmoid if "sigmoid" in name.lower() else self.tanh
-            activity = unit_activity_percent((value >= low) & (value <= high))
-            saturated = percent(int(np.count_nonzero(activity < self.threshold_inactivity)), activity.size)
-            if saturated > self.threshold_layer:
-                message = (
-                    f"{self.rule_name}: {fmt(saturated)} % of the units of {name} are saturated "
-                    f"(input outside [{fmt(low)}, {fmt(high)}] in > {fmt(100 - self.threshold_inactivity)} "
-                    f"% of samples) at {step_label(trial, step)} (threshold {fmt(self.threshold_layer)} %)"
-                )
-                return self.found(step, message, tensor=name, value=saturated)
+            for worker in workers_at(trial, name, step):
+                value = value_at(trial, name, step, worker=worker)
+                if value is None or value.size == 0:
+                    continue
+                low, high = self.sigmoid if "sigmoid" in name.lower() else self.tanh
+                activity = unit_activity_percent((value >= low) & (value <= high))
+                saturated = percent(int(np.count_nonzero(activity < self.threshold_inactivity)), activity.size)
+                if saturated > self.threshold_layer:
+                    message = (
+                        f"{self.rule_name}: {fmt(saturated)} % of the units of {name} are saturated "
+                        f"(input outside [{fmt(low)}, {fmt(high)}] in > {fmt(100 - self.threshold_inactivity)} "
+                        f"% of samples){on_worker(worker)} at {step_label(trial, step)} "
+                        f"(threshold {fmt(self.threshold_layer)} %)"
+                    )
+                    return self.found(step, message, tensor=name, value=saturated)
         return False

@@ -10,9 +10,11 @@ from murphy.rules.builtin._common import (
     collection_names_at,
     fmt,
     layer_order,
+    on_worker,
     reject_unknown,
     require,
     step_label,
+    workers_at,
 )
 from murphy.rules.params import as_float
 from murphy.rules.rule import Rule
@@ -45,11 +47,12 @@ class VanishingGradient(Rule):
         trial = self.base_trial
         names = collection_names_at(trial, "gradients", step)
         for name in layer_order(trial, names, step):
-            mean_abs = abs_mean_at(trial, name, step)
-            if mean_abs is not None and mean_abs < self.threshold:
-                message = (
-                    f"{self.rule_name}: gradient {name} has mean(|g|) = {fmt(mean_abs)} at "
-                    f"{step_label(trial, step)}, below threshold {fmt(self.threshold)}"
-                )
-                return self.found(step, message, tensor=name, value=mean_abs)
+            for worker in workers_at(trial, name, step):
+                mean_abs = abs_mean_at(trial, name, step, worker)
+                if mean_abs is not None and mean_abs < self.threshold:
+                    message = (
+                        f"{self.rule_name}: gradient {name} has mean(|g|) = {fmt(mean_abs)}{on_worker(worker)} at "
+                        f"{step_label(trial, step)}, below threshold {fmt(self.threshold)}"
+                    )
+                    return self.found(step, message, tensor=name, value=mean_abs)
         return False
