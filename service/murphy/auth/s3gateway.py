@@ -194,7 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _UnixServer | _TcpServer
     _upstream: http.client.HTTPConnection | None = None
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("S3 gateway: " + format, *args)  # never the headers: they hold signatures
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -234,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = self.rfile.read(length)
             return body, None, hashlib.sha256(body).hexdigest(), length
         digest = hashlib.sha256()
-        spool = tempfile.TemporaryFile()
+        spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _proxy once forwarded
         left = length
         while left:
             data = self.rfile.read(min(_CHUNK, left))
