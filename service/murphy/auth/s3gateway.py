@@ -243,6 +243,10 @@ class _Handler(BaseHTTPRequestHandler):
             digest.update(data)
             spool.write(data)
             left -= len(data)
+        if left:  # the client went away mid-body: nothing is forwarded
+            spool.close()
+            self.close_connection = True
+            return None
         spool.seek(0)
         return b"", spool, digest.hexdigest(), length
 

@@ -13,6 +13,7 @@ body of a multi-object delete) to the locations it touches and checks each. Pure
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -80,14 +81,17 @@ def _location(uri: str | None, *, folder: bool) -> str | None:
 
 def grants_for(plan: Plan, manifest_prefixes: Callable[[str], list[str]] | None = None) -> Grants:
     """A container's grants. Training: reads its input channels (a ``ManifestFile`` channel: the
-    manifest and the prefix it names, via ``manifest_prefixes``), writes its output, checkpoint,
-    tensor and TensorBoard prefixes. A rule: reads its job's tensors, writes its own results."""
+    manifest and the prefix it names, via ``manifest_prefixes``) and its source tarball
+    (``sagemaker_submit_directory``), writes its output, checkpoint,
+    tensor and TensorBoard prefixes. A rule: reads its job's tensors (and a custom rule its
+    ``source_s3_uri``), writes its own results."""
     if isinstance(plan, RulePlan):
-        read = [_location(plan.base_trial_uri, folder=True)]
+        read = [_location(plan.base_trial_uri, folder=True),
+                _location(plan.rule_parameters.get("source_s3_uri"), folder=False)]  # a custom rule's .py
         write = [_location(plan.result_uri, folder=True)]
     else:
         assert isinstance(plan, TrainingPlan)
-        read = []
+        read = [_location(_hyperparameter(plan.hyperparameters.get("sagemaker_submit_directory")), folder=False)]
         for ch in plan.channels:
             read.append(_location(ch.uri, folder=False))
             if ch.data_type == "ManifestFile" and manifest_prefixes is not None and ch.uri.startswith("s3://"):
@@ -95,6 +99,17 @@ def grants_for(plan: Plan, manifest_prefixes: Callable[[str], list[str]] | None 
         write = [_location(u, folder=True) for u in
                  (plan.output_uri, plan.tensor_uri, plan.tensorboard_uri, plan.checkpoint_uri)]
     return Grants(tuple(dict.fromkeys(r for r in read if r)), tuple(dict.fromkeys(w for w in write if w)))
+
+
+def _hyperparameter(value: str | None) -> str | None:
+    """A SageMaker hyperparameter as the toolkit reads it (the SDK JSON-encodes strings)."""
+    if value is None:
+        return None
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return value
+    return decoded if isinstance(decoded, str) else value
 
 
 @dataclass(frozen=True)
