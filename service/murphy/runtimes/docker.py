@@ -24,7 +24,6 @@ import os
 import shutil
 import threading
 import time
-import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -35,7 +34,7 @@ from docker.models.containers import Container
 
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes import docker_spec as spec
-from murphy.runtimes import files, logfile
+from murphy.runtimes import files, logfile, s3_access
 from murphy.runtimes.base import (
     ContainerState,
     FoundContainer,
@@ -86,12 +85,11 @@ class DockerRuntime:
         self._host: spec.HostLimits | None = None
         self._environ = dict(os.environ if environ is None else environ)
         self._gateway: gateway.Forwarder | None = None
-        #: Per-container S3 credentials through murphy's S3 gateway (docs/security.md); None:
-        #: containers get the service's own (tests that build a runtime by hand).
+        #: Per-container S3 credentials (murphy's S3 gateway, docs/security.md); None: the service's own.
         self.credentials = credentials
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self.store = self._store_access(store)
+        self.store, self._gateway = s3_access.store_access(store, self.options.network, self.root_dir, credentials)
 
     # ---- engine ----------------------------------------------------------------------------
 
@@ -116,42 +114,6 @@ class DockerRuntime:
                 gpus_available="nvidia" in (info.get("Runtimes") or {}),
             )
         return self._host
-
-    def _store_access(self, store: spec.StoreAccess) -> spec.StoreAccess:
-        """Start the host side of the S3 gateway when containers have no network."""
-        if store.buckets_dir or not store.endpoint_url:
-            return store
-        if self.credentials is not None:
-            return self._scoped_store(store.endpoint_url)
-        if self.options.network != "none":
-            return store
-        url = urllib.parse.urlsplit(store.endpoint_url)
-        if url.scheme != "http" or not url.hostname:
-            raise RuntimeBackendError(
-                f"S3 endpoint {store.endpoint_url}: containers without a network reach only an http:// endpoint "
-                "through murphy's gateway; set MURPHY_DOCKER_NETWORK=host for an https:// endpoint")
-        gdir = self.root_dir / ".gateway"
-        gdir.mkdir(exist_ok=True)
-        os.chmod(gdir, 0o755)
-        sock = str(gdir / spec.GATEWAY_SOCKET_NAME)
-        self._gateway = gateway.serve_unix(sock, url.hostname, url.port or 80)
-        return spec.StoreAccess(endpoint_url=store.endpoint_url, gateway_dir=str(gdir))
-
-    def _scoped_store(self, endpoint_url: str) -> spec.StoreAccess:
-        """Containers reach S3 only through the authorizing gateway: on a Unix socket in their
-        mount (network ``none``) or on the host's loopback (network ``host``)."""
-        assert self.credentials is not None
-        if self.options.network == "host":
-            return spec.StoreAccess(endpoint_url=self.credentials.listen_tcp())
-        if self.options.network != "none":
-            raise RuntimeBackendError(
-                f"MURPHY_DOCKER_NETWORK={self.options.network}: containers with per-job S3 credentials reach S3 "
-                "only through murphy's gateway, on network 'none' (the default) or 'host'")
-        gdir = self.root_dir / ".gateway"
-        gdir.mkdir(exist_ok=True)
-        os.chmod(gdir, 0o755)
-        self.credentials.listen_unix(str(gdir / spec.GATEWAY_SOCKET_NAME))
-        return spec.StoreAccess(endpoint_url=endpoint_url, gateway_dir=str(gdir))
 
     def close(self) -> None:
         if self.credentials is not None:
@@ -188,8 +150,7 @@ class DockerRuntime:
                 if existing.status == "created":  # a launch that died between create and start
                     self._start(existing, plan, name, {})
                 handle = self._handle(plan, cdir, name, existing.id or "")
-                if (existing.labels or {}).get(_KEY_LABEL):
-                    handle.data["s3_access_key_id"] = existing.labels[_KEY_LABEL]
+                handle.data["s3_access_key_id"] = (existing.labels or {}).get(_KEY_LABEL)
                 return handle
             return self._create(plan, entry, image, cdir, name)
 
@@ -258,8 +219,7 @@ class DockerRuntime:
         except docker.errors.APIError as e:
             raise RuntimeBackendError(f"cannot create container {name}: {e.explanation or e}") from e
         handle = self._handle(plan, cdir, name, container.id or "")
-        if key_id is not None:
-            handle.data["s3_access_key_id"] = key_id
+        handle.data["s3_access_key_id"] = key_id
         self._start(container, plan, name, kwargs)
         doc = {"runtime": handle.runtime, "id": handle.id, "data": handle.data}
         Path(handle.data["dir"], "handle.json").write_text(json.dumps(doc), encoding="utf-8")

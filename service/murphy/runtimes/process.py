@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from murphy.exceptions import RuntimeBackendError
-from murphy.runtimes import files, logfile, procfs
+from murphy.runtimes import files, logfile, procfs, s3_access
 from murphy.runtimes.base import (
     ContainerState,
     FoundContainer,
@@ -104,21 +104,7 @@ class ProcessRuntime:
         #: Per-container S3 credentials, through murphy's S3 gateway on loopback (started with
         #: the first launch) when the store is an S3 endpoint; docs/security.md.
         self.credentials = credentials if base_env.get("MURPHY_S3_ENDPOINT_URL") else None
-        self._gateway_url = self._listen() if self.credentials is not None else None
-
-    def _listen(self) -> str:
-        """The gateway on loopback, on the port the last service used when it is free: the
-        containers a restarted service re-attaches to keep their endpoint."""
-        assert self.credentials is not None
-        self.root_dir.mkdir(parents=True, exist_ok=True)
-        state = os.path.join(self.root_dir, ".s3-gateway.json")
-        port = int((files.read_json(state) or {}).get("port") or 0)
-        try:
-            url = self.credentials.listen_tcp("127.0.0.1", port)
-        except OSError:
-            url = self.credentials.listen_tcp("127.0.0.1", 0)
-        _write_json(state, {"port": int(url.rsplit(":", 1)[1])})
-        return url
+        self._gateway_url = s3_access.listen_loopback(self.credentials, self.root_dir) if self.credentials else None
 
     # ---- launch ----------------------------------------------------------------------------
 
