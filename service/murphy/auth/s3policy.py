@@ -56,14 +56,20 @@ class Grants:
         # A listing shows keys under ``prefix``: all of them must be readable, so the prefix must
         # lie inside a grant (or be a grant's folder without its trailing slash).
         want = f"{bucket}/{prefix}"
-        return any(want.startswith(g) or g == want + "/" for g in self.read + self.write)
+        return not _dotted(want) and any(want.startswith(g) or g == want + "/" for g in self.read + self.write)
 
     def buckets(self) -> set[str]:
         return {g.split("/", 1)[0] for g in self.read + self.write}
 
 
 def _under(location: str, grants: tuple[str, ...]) -> bool:
-    return any(location.startswith(g) for g in grants)
+    return not _dotted(location) and any(location.startswith(g) for g in grants)
+
+
+def _dotted(location: str) -> bool:
+    """A ``.`` or ``..`` segment: a literal key on AWS, but a filer-backed server (SeaweedFS) or
+    a proxy in front of one may resolve it out of the granted prefix, so none passes."""
+    return any(seg in (".", "..") for seg in location.split("/"))
 
 
 def _location(uri: str | None, *, folder: bool) -> str | None:
