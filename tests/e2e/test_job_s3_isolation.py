@@ -8,12 +8,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import time
 import tarfile
+import time
 from typing import Any
 
 import pytest
-
 from test_control_plane import job_request, put_object, start_plane, watch
 
 PROBE = r'''

@@ -9,12 +9,12 @@ from murphy.runtimes.base import Channel, RulePlan, TrainingPlan
 
 
 def _plan(**kw: object) -> TrainingPlan:
-    base: dict[str, object] = dict(
-        container_name="j-training", job_name="j", image="i", hyperparameters={
-            "sagemaker_submit_directory": '"s3://b/src/j/sourcedir.tar.gz"'}, environment={},
-        instance_type="ml.m5.large", instance_count=1, channels=(Channel("train", "s3://b/data/train"),),
-        tensor_uri="s3://b/debug/j/debug-output", output_uri="s3://b/out/j/output",
-        tensorboard_uri="s3://b/tb/j/tensorboard-output", checkpoint_uri="s3://b/ckpt/j")
+    base: dict[str, object] = {
+        "container_name": "j-training", "job_name": "j", "image": "i", "hyperparameters": {
+            "sagemaker_submit_directory": '"s3://b/src/j/sourcedir.tar.gz"'}, "environment": {},
+        "instance_type": "ml.m5.large", "instance_count": 1, "channels": (Channel("train", "s3://b/data/train"),),
+        "tensor_uri": "s3://b/debug/j/debug-output", "output_uri": "s3://b/out/j/output",
+        "tensorboard_uri": "s3://b/tb/j/tensorboard-output", "checkpoint_uri": "s3://b/ckpt/j"}
     base.update(kw)
     return TrainingPlan(**base)  # type: ignore[arg-type]
 
