@@ -185,3 +185,15 @@ def test_a_container_environment_never_holds_the_service_credentials(gw: S3Gatew
     assert env["AWS_ACCESS_KEY_ID"] == creds.access_key_id and "servicesecret" not in env.values()
     assert "AWS_PROFILE" not in env and env["MURPHY_S3_ENDPOINT_URL"] == "http://127.0.0.1:1"
     assert env["AWS_REGION"] == "us-east-1" and env["PATH"] == "/bin"
+
+
+def test_a_container_key_calls_nothing_of_murphys_api(gw: S3Gateway, bucket: str) -> None:
+    from murphy.auth.verifier import Principal
+
+    creds = gw.issue(_training(bucket, "a"), "http://127.0.0.1:1")
+    key = gw.keys.resolve(creds.access_key_id)
+    assert key is not None and key.session_token_sha256 is not None and key.expires_at is not None
+    principal = Principal(key.access_key_id, key.account, key.name, "us-east-1", key.actions)
+    for action in ("sagemaker:CreateTrainingJob", "sagemaker:DescribeTrainingJob", "logs:GetLogEvents",
+                   "murphy:Read", "murphy:Write"):
+        assert not principal.may(action), action
