@@ -193,7 +193,8 @@ class DockerRuntime:
         env = self._environment(plan, entry, cdir)
         key_id = None
         if self.credentials is not None:
-            creds = self.credentials.issue(plan, spec.store_env(self.store, self.options.network).get("AWS_ENDPOINT_URL_S3"))
+            # The endpoint the container's environment already names (each host of a cluster has its own port).
+            creds = self.credentials.issue(plan, env.get("AWS_ENDPOINT_URL_S3"))
             env, key_id = scoped_environment(env, creds), creds.access_key_id
         try:
             return self._create_with(plan, image, cdir, name, env, key_id)
