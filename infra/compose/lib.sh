@@ -90,7 +90,8 @@ setting() {
 
 # The settings into up.env, which the running deployment keeps.
 write_up_env() {
-    local mode=$1
+    local mode=$1 tls
+    tls=$(setting MURPHY_UP_TLS 0)
     (
         umask 077
         cat >"$STATE/up.env.tmp" <<EOF
@@ -109,14 +110,34 @@ MURPHY_UP_S3_ACCESS_KEY=$MURPHY_UP_S3_ACCESS_KEY
 MURPHY_UP_S3_SECRET_KEY=$MURPHY_UP_S3_SECRET_KEY
 MURPHY_UP_DB_PASSWORD=$MURPHY_UP_DB_PASSWORD
 MURPHY_UP_SECRET_KEY=$MURPHY_UP_SECRET_KEY
+MURPHY_UP_TLS=$tls
+MURPHY_UP_API_SCHEME=$( [[ $tls == 1 ]] && echo https || echo http)
+MURPHY_UP_TLS_CERT=$( [[ $tls == 1 ]] && echo "$STATE/data/tls/server.pem")
+MURPHY_UP_TLS_KEY=$( [[ $tls == 1 ]] && echo "$STATE/data/tls/server.key")
 EOF
     )
     mv "$STATE/up.env.tmp" "$STATE/up.env"
     load_env "$STATE/up.env"
 }
 
+# MURPHY_UP_TLS=1: a local CA ($STATE/tls/ca.pem, kept) and a server certificate it signs, in the
+# data dir (the server container sees it at the same path); clients trust the CA (AWS_CA_BUNDLE).
+ensure_tls() {
+    [[ ${MURPHY_UP_TLS:-0} == 1 ]] || return 0
+    "$ROOT/infra/compose/local_ca.sh" "$STATE/tls" "$STATE/data/tls" >/dev/null \
+        || die "could not make the local CA (infra/compose/local_ca.sh; needs openssl)"
+}
+
+# murphy's /healthz answers 200, over HTTPS (verified against the local CA) when MURPHY_UP_TLS=1.
+api_ok() {
+    [[ ${MURPHY_UP_TLS:-0} == 1 ]] || { http_ok "$MURPHY_UP_PORT" /healthz; return; }
+    "$PY" -c 'import ssl, sys, urllib.request
+urllib.request.urlopen(sys.argv[1], timeout=3, context=ssl.create_default_context(cafile=sys.argv[2]))' \
+        "https://127.0.0.1:$MURPHY_UP_PORT/healthz" "$STATE/tls/ca.pem" >/dev/null 2>&1
+}
+
 write_client_env() {
-    local api=http://127.0.0.1:$MURPHY_UP_PORT s3=http://127.0.0.1:$MURPHY_UP_S3_PORT
+    local api=${MURPHY_UP_API_SCHEME:-http}://127.0.0.1:$MURPHY_UP_PORT s3=http://127.0.0.1:$MURPHY_UP_S3_PORT
     (
         umask 077
         cat >"$STATE/client.env.tmp" <<EOF
@@ -132,6 +153,10 @@ MURPHY_ENDPOINT=$api
 MURPHY_S3_ENDPOINT_URL=$s3
 MURPHY_DEFAULT_BUCKET=$MURPHY_UP_BUCKET
 EOF
+        if [[ ${MURPHY_UP_TLS:-0} == 1 ]]; then
+            echo "# murphy serves HTTPS with a certificate of the deployment's local CA."
+            echo "AWS_CA_BUNDLE=$STATE/tls/ca.pem"
+        fi >>"$STATE/client.env.tmp"
     )
     mv "$STATE/client.env.tmp" "$STATE/client.env"
 }

@@ -17,6 +17,9 @@
 #   MURPHY_UP_BUILD      compose mode: 1 = run infra/images/build.sh for the deployment's images
 #                        (Docker's cache makes a rebuild quick), 0 = only when one is missing [1]
 #   MURPHY_UP_TIMEOUT    seconds to wait for each service [120]
+#   MURPHY_UP_TLS        1 = murphy serves HTTPS with a certificate of a local CA made on first use
+#                        (infra/compose/local_ca.sh; clients trust $STATE/tls/ca.pem through
+#                        AWS_CA_BUNDLE in client.env) [0]
 #   MURPHY_UP_DOCKER_SOCKET  the engine's socket [from DOCKER_HOST, else /var/run/docker.sock]
 #   MURPHY_UP_COMPOSE    the compose command [docker compose, else docker-compose]
 #   PYTHON               processes mode: the project's Python [.venv/bin/python]
@@ -50,7 +53,7 @@ compose_up() {
     mkdir -p "$MURPHY_UP_DATA_DIR"
     say "starting s3, db and murphy ($(compose_cmd), project $MURPHY_UP_PROJECT)"
     compose up -d >&2 || { compose logs --tail=40 >&2 || true; die "docker compose up failed (logs above)"; }
-    if ! wait_for "$TIMEOUT" "murphy" http_ok "$MURPHY_UP_PORT" /healthz; then
+    if ! wait_for "$TIMEOUT" "murphy" api_ok; then
         compose logs --tail=40 murphy >&2 || true
         die "murphy did not become healthy (logs above)"
     fi
@@ -120,7 +123,7 @@ start_murphy() {
     MURPHY_DATABASE_URL="postgresql+psycopg://murphy:$MURPHY_UP_DB_PASSWORD@127.0.0.1:$MURPHY_UP_DB_PORT/murphy" \
         MURPHY_DEFAULT_REGION=$MURPHY_UP_REGION MURPHY_SECRET_KEY=$MURPHY_UP_SECRET_KEY \
         AWS_ACCESS_KEY_ID=$MURPHY_UP_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$MURPHY_UP_S3_SECRET_KEY \
-        AWS_DEFAULT_REGION=$MURPHY_UP_REGION \
+        AWS_DEFAULT_REGION=$MURPHY_UP_REGION MURPHY_TLS_CERT=${MURPHY_UP_TLS_CERT:-} MURPHY_TLS_KEY=${MURPHY_UP_TLS_KEY:-} \
         setsid "$VENV/bin/murphy" server --host 127.0.0.1 --port "$MURPHY_UP_PORT" --runtime docker --auth sigv4 \
         --object-store s3 --s3-endpoint-url "http://127.0.0.1:$MURPHY_UP_S3_PORT" --data-dir "$MURPHY_UP_DATA_DIR" \
         >>"$STATE/logs/murphy.log" 2>&1 </dev/null &
@@ -133,7 +136,7 @@ alive_or_die() {
     die "$3 exited during start-up (log above: $STATE/logs/$3.log)"
 }
 s3_ready() { alive_or_die s3.pid "weed mini" s3 && http_ok "$MURPHY_UP_S3_PORT" /healthz; }
-murphy_ready() { alive_or_die murphy.pid "murphy server" murphy && http_ok "$MURPHY_UP_PORT" /healthz; }
+murphy_ready() { alive_or_die murphy.pid "murphy server" murphy && api_ok; }
 
 processes_up() {
     processes_check
@@ -165,7 +168,7 @@ report() {
     local how=$1
     cat <<EOF
 murphy is $how ($MURPHY_UP_MODE mode; state in $STATE)
-  SageMaker API   http://127.0.0.1:$MURPHY_UP_PORT   (runtime: docker; job store: PostgreSQL)
+  SageMaker API   ${MURPHY_UP_API_SCHEME:-http}://127.0.0.1:$MURPHY_UP_PORT   (runtime: docker; job store: PostgreSQL)
   S3 (SeaweedFS)  http://127.0.0.1:$MURPHY_UP_S3_PORT   bucket: $MURPHY_UP_BUCKET
   PostgreSQL      127.0.0.1:$MURPHY_UP_DB_PORT   database murphy, user murphy
   API access key  $MURPHY_UP_S3_ACCESS_KEY (auth sigv4, account 123456789012; the secret is in client.env)
@@ -188,7 +191,7 @@ if [[ -f $STATE/mode && -f $STATE/up.env ]]; then
     fi
     load_env "$STATE/up.env"
     if [[ $current == compose ]]; then n=$(compose_running || echo 0); else n=$(processes_running); fi
-    if [[ $n == 3 ]] && http_ok "$MURPHY_UP_PORT" /healthz; then
+    if [[ $n == 3 ]] && api_ok; then
         report "already up"
         exit 0
     fi
@@ -211,6 +214,7 @@ else
     echo "$mode" >"$STATE/mode"
 fi
 write_client_env
+ensure_tls
 
 if [[ $mode == compose ]]; then compose_up; else processes_up; fi
 ensure_api_key

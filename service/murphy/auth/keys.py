@@ -110,6 +110,14 @@ class KeyRing:
         return {"Credentials": {"AccessKeyId": key.access_key_id, "SecretAccessKey": secret,
                                 "SessionToken": token, "Expiration": iso(key.expires_at), "Account": account}}
 
+    def create_job_session(self, account: str, name: str, actions: tuple[str, ...], duration_s: float) -> tuple[str, str, str]:
+        """Temporary credentials for one container of a job (:mod:`murphy.auth.s3gateway`):
+        ``(access key id, secret, session token)``. ``name`` is murphy's (the container name), not
+        a user's, so IAM's name rules do not apply; ``actions`` are the container's S3 grants."""
+        token = secrets.token_urlsafe(96)
+        key, secret = self._new("ASIA", account, name, actions, token, self._clock() + duration_s)
+        return key.access_key_id, secret, token
+
     def list(self, account: str | None = None) -> dict[str, Any]:
         """``aws iam list-access-keys``' answer (no secrets)."""
         return {"AccessKeyMetadata": [

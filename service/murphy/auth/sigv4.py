@@ -239,7 +239,10 @@ def _remove_dot_segments(path: str) -> str:
     return first + "/".join(out) + last
 
 
-def canonical_path(raw_path: str) -> str:
+def canonical_path(raw_path: str, *, s3: bool = False) -> str:
+    if s3:
+        # S3 signs the path exactly as sent: encoded once, never normalised (``a/../b`` is a key).
+        return raw_path or "/"
     if raw_path == "/":
         return raw_path  # POST / : every AWS JSON request
     return quote(_remove_dot_segments(raw_path) if raw_path else "/", safe="/~")
@@ -270,10 +273,10 @@ def canonical_headers(headers: Mapping[str, Sequence[str]], signed: Sequence[str
 
 
 def canonical_request(method: str, raw_path: str, raw_query: str, headers: Mapping[str, Sequence[str]],
-                      claim: Claim, payload_hash: str) -> str:
+                      claim: Claim, payload_hash: str, *, s3: bool = False) -> str:
     return "\n".join([
         method.upper(),
-        canonical_path(raw_path),
+        canonical_path(raw_path, s3=s3),
         canonical_query(raw_query, drop_signature=claim.expires_s is not None),
         canonical_headers(headers, claim.signed_headers),
         ";".join(claim.signed_headers),
@@ -297,9 +300,10 @@ def signature(key: bytes, to_sign: str) -> str:
     return hmac.digest(key, to_sign.encode("utf-8"), "sha256").hex()
 
 
-def payload_hash(declared: str | None, body: bytes, *, unsigned_allowed: bool) -> str:
-    """The hash the canonical request ends with, checked against the body."""
-    actual = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
+def payload_hash(declared: str | None, body: bytes, *, unsigned_allowed: bool, body_sha256: str | None = None) -> str:
+    """The hash the canonical request ends with, checked against the body (``body_sha256``: its
+    hash computed already, for a body spooled to disk)."""
+    actual = body_sha256 or (hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256)
     if declared is None:
         return actual
     if declared == UNSIGNED_PAYLOAD and unsigned_allowed:
@@ -309,3 +313,16 @@ def payload_hash(declared: str | None, body: bytes, *, unsigned_allowed: bool) -
         raise InvalidSignatureException(
             "The provided 'x-amz-content-sha256' header does not match what was computed.")
     return declared
+
+
+def authorization(method: str, raw_path: str, raw_query: str, headers: Mapping[str, Sequence[str]],
+                  access_key_id: str, secret: str, region: str, service: str, timestamp: str,
+                  payload: str, *, s3: bool = False) -> str:
+    """The ``Authorization`` value for a request signed with ``secret`` (``headers`` lower-case,
+    already holding ``x-amz-date`` and every header to sign): what a client computes, from the
+    same canonical request the verifier checks (murphy's S3 gateway re-signs with it)."""
+    signed = tuple(sorted(headers))
+    claim = Claim(access_key_id, timestamp[:8], region, service, signed, "", timestamp, 0, None)
+    canonical = canonical_request(method, raw_path, raw_query, headers, claim, payload, s3=s3)
+    sig = signature(signing_key(secret, claim.scope_date, region, service), string_to_sign(claim, canonical))
+    return f"{ALGORITHM} Credential={access_key_id}/{claim.scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"

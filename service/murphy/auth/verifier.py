@@ -70,6 +70,8 @@ class HttpRequest:
     headers: Mapping[str, Sequence[str]]
     body: bytes
     secure: bool = False
+    #: The body's SHA-256 when already computed (a body spooled to disk; ``body`` is then empty).
+    body_sha256: str | None = None
 
     def header(self, name: str) -> str | None:
         values = self.headers.get(name)
@@ -133,7 +135,9 @@ class Verifier:
     # --- step 3: the signature ----------------------------------------------------------------------
 
     def verify(self, req: HttpRequest, claim: sigv4.Claim, key: ResolvedKey | None,
-               services: frozenset[str]) -> Principal:
+               services: frozenset[str], *, s3: bool = False) -> Principal:
+        """``s3``: S3's rules (murphy's S3 gateway): the path signed as sent, and
+        ``UNSIGNED-PAYLOAD`` allowed over plain HTTP, as S3 allows it."""
         now = self._clock()
         if key is None or not key.active:
             raise UnrecognizedClientException(INVALID_TOKEN)
@@ -146,8 +150,9 @@ class Verifier:
                 "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
                 f"'{claim.scope_date}' != '{claim.timestamp[:8]}', from '{claim.timestamp}'.")
         self._check_time(claim, now)
-        payload = sigv4.payload_hash(req.header("x-amz-content-sha256"), req.body, unsigned_allowed=req.secure)
-        canonical = sigv4.canonical_request(req.method, req.raw_path, req.raw_query, req.headers, claim, payload)
+        payload = sigv4.payload_hash(req.header("x-amz-content-sha256"), req.body, unsigned_allowed=req.secure or s3,
+                                     body_sha256=req.body_sha256)
+        canonical = sigv4.canonical_request(req.method, req.raw_path, req.raw_query, req.headers, claim, payload, s3=s3)
         expected = sigv4.signature(self._signing_key(key, claim), sigv4.string_to_sign(claim, canonical))
         if not hmac.compare_digest(expected.encode(), claim.signature.encode()):
             raise InvalidSignatureException(BAD_SIGNATURE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any
 
@@ -177,8 +178,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--auth", choices=["none", "sigv4"],
                    help="sigv4: verify every request's AWS signature against murphy's access keys "
                         "(murphy keys create); none (default) is only allowed on a loopback --host")
-    p.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (with --tls-key)")
-    p.add_argument("--tls-key", help="the certificate's PEM private key")
+    # Also from the environment (an empty value: none), for deployments whose argv is fixed (compose).
+    p.add_argument("--tls-cert", default=os.environ.get("MURPHY_TLS_CERT") or None,
+                   help="serve HTTPS with this PEM certificate (with --tls-key) [MURPHY_TLS_CERT]")
+    p.add_argument("--tls-key", default=os.environ.get("MURPHY_TLS_KEY") or None,
+                   help="the certificate's PEM private key [MURPHY_TLS_KEY]")
     p.add_argument("--keep-alive-timeout", type=float, default=5.0,
                    help="seconds an idle connection is kept open (default 5)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

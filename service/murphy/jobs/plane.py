@@ -3,43 +3,80 @@ Settings."""
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 from murphy.events.bus import EventBus
 from murphy.jobs.events import events_for
 from murphy.jobs.service import JobService
 from murphy.jobs.supervisor import Supervisor
-from murphy.runtimes.base import Runtime
+from murphy.runtimes.base import JobCredentials, Runtime
 from murphy.settings import Settings
 from murphy.store import open_job_store
-from murphy.store.base import JobStore
+from murphy.store.base import AccessKeyStore, JobStore
+
+log = logging.getLogger(__name__)
 
 
-def make_runtime(settings: Settings) -> Runtime:
+def _manifest_prefixes(settings: Settings) -> Callable[[str], list[str]]:
+    """The prefix a ``ManifestFile`` channel's manifest names (its job may read there)."""
+    from murphy.jobs.plans import open_uri
+
+    def read(uri: str) -> list[str]:
+        parent, _, name = uri.rpartition("/")
+        try:
+            doc: Any = json.loads(open_uri(settings, parent).get(name))
+            return [str(doc[0]["prefix"])]
+        except Exception as e:  # the job's own download then fails with the reason
+            log.warning("cannot read the manifest %s for the job's S3 grants: %s", uri, e)
+            return []
+
+    return read
+
+
+def job_credentials(settings: Settings, store: JobStore) -> JobCredentials | None:
+    """The S3 gateway that gives each container only its own keys (docs/security.md), or None
+    where containers reach no S3 endpoint (local buckets)."""
+    if settings.object_store == "local" or not settings.s3_endpoint_url or settings.runtime == "fake":
+        return None
+    from murphy.auth.keys import KeyRing
+    from murphy.auth.s3gateway import S3Gateway
+
+    return S3Gateway(KeyRing(cast(AccessKeyStore, store), settings), settings.s3_endpoint_url,
+                     default_account=settings.default_account, skew_s=settings.auth_clock_skew_s,
+                     cache_s=settings.auth_key_cache_s, manifest_prefixes=_manifest_prefixes(settings))
+
+
+def make_runtime(settings: Settings, store: JobStore | None = None) -> Runtime:
     if settings.runtime == "fake":
         from murphy.runtimes.fake import FakeRuntime
 
         return FakeRuntime(exit_on_stop=True)
     from murphy.runtimes.catalog import ImageCatalog
 
+    credentials = job_credentials(settings, store) if store is not None else None
     if settings.runtime == "docker":
         from murphy.runtimes.docker import DockerRuntime, default_user
         from murphy.runtimes.docker_spec import DockerOptions, StoreAccess
 
         local = settings.object_store == "local"
-        store = StoreAccess(buckets_dir=str(settings.resolved_buckets_dir) if local else None,
+        access = StoreAccess(buckets_dir=str(settings.resolved_buckets_dir) if local else None,
                             endpoint_url=None if local else settings.s3_endpoint_url)
         options = DockerOptions(network=settings.docker_network, pids_limit=settings.docker_pids_limit,
                                 user=settings.docker_user or default_user(),
                                 max_memory_bytes=(settings.docker_max_memory_mib or 0) << 20 or None)
-        return DockerRuntime(settings.data_dir / "containers", ImageCatalog.load(settings.image_catalog), store,
-                             options=options, docker_host=settings.docker_host)
+        return DockerRuntime(settings.data_dir / "containers", ImageCatalog.load(settings.image_catalog), access,
+                             options=options, docker_host=settings.docker_host, credentials=credentials)
     from murphy.runtimes.process import ProcessRuntime
 
     return ProcessRuntime(
         settings.data_dir / "containers",
         ImageCatalog.load(settings.image_catalog),
         settings.container_store_env(),
+        credentials=credentials,
     )
 
 
@@ -58,7 +95,7 @@ class ControlPlane:
         if settings.object_store == "local":
             settings.resolved_buckets_dir.mkdir(parents=True, exist_ok=True)
         store = store or open_job_store(settings.resolved_database_url)
-        runtime = runtime or make_runtime(settings)
+        runtime = runtime or make_runtime(settings, store)
         service = JobService(store, runtime, settings)
         supervisor = Supervisor(store, runtime, settings)
         service.on_change = supervisor.wake
@@ -77,5 +114,5 @@ class ControlPlane:
         self.bus.close()
         self.store.close()
         close = getattr(self.runtime, "close", None)
-        if callable(close):  # the Docker runtime's S3 gateway
+        if callable(close):  # the runtime's S3 gateway
             close()

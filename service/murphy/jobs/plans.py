@@ -123,6 +123,7 @@ def training_plan(record: JobRecord) -> TrainingPlan:
         max_runtime_s=spec.get("StoppingCondition", {}).get("MaxRuntimeInSeconds"),
         tensorboard_config=dict(tb) if tb else None,
         tensorboard_uri=s3_join(tb["S3OutputPath"], record.name, "tensorboard-output") if tb else None,
+        checkpoint_uri=(spec.get("CheckpointConfig") or {}).get("S3Uri"),
     )
 
 

@@ -84,6 +84,9 @@ class TrainingPlan:
     #: The container name of ``algo-1`` (hosts of one job find each other through it).
     first_host_container: str = ""
 
+    #: ``CheckpointConfig.S3Uri``: the job may read and write there (its S3 grants).
+    checkpoint_uri: str | None = None
+
     @property
     def host_index(self) -> int:
         """1 for ``algo-1`` (the master), ..."""
@@ -195,3 +198,59 @@ class Runtime(Protocol):
         labels. Every live one is listed (pending or running); exited ones may be, where the
         backend keeps them until ``remove``."""
         ...
+
+
+@dataclass(frozen=True)
+class ScopedCredentials:
+    """S3 credentials murphy issued for one container (docs/security.md, "Jobs hold only their
+    own keys"): they work only through murphy's S3 gateway, only on the container's own
+    locations, and only until the runtime revokes them when the container is removed."""
+
+    access_key_id: str
+    #: ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN`` and, when an
+    #: endpoint was given, ``MURPHY_S3_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3`` pointing at it.
+    env: dict[str, str]
+
+
+#: Variables of the service's environment that would give a container the service's own S3
+#: identity; a runtime with :class:`JobCredentials` never passes them on.
+SERVICE_CREDENTIAL_VARS = (
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "MURPHY_S3_ENDPOINT_URL",
+)
+
+
+def scoped_environment(env: dict[str, str], creds: ScopedCredentials) -> dict[str, str]:
+    """``env`` without the service's identity, with the container's own credentials instead
+    (applied last: a job's ``Environment`` cannot point its container around the gateway)."""
+    out = {k: v for k, v in env.items() if k not in SERVICE_CREDENTIAL_VARS}
+    out.update(creds.env)
+    return out
+
+
+@runtime_checkable
+class JobCredentials(Protocol):
+    """Per-container S3 credentials and the gateway that enforces them
+    (:class:`murphy.auth.s3gateway.S3Gateway`); a runtime holds one when the object store is
+    an S3 endpoint."""
+
+    def issue(self, plan: Plan, endpoint_url: str | None) -> ScopedCredentials:
+        """New credentials for ``plan``'s container, valid on its own locations only; its
+        environment points at ``endpoint_url`` (the gateway as the container reaches it)."""
+        ...
+
+    def revoke(self, access_key_id: str) -> None:
+        """The credentials stop working (the container was removed). Idempotent."""
+        ...
+
+    def listen_unix(self, socket_path: str) -> None:
+        """Serve the gateway on a Unix socket (the Docker runtime's, bind-mounted into containers)."""
+        ...
+
+    def listen_tcp(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve the gateway on ``host:port`` (0: any free port); returns its ``http://`` URL."""
+        ...
+
+    def close(self) -> None: ...

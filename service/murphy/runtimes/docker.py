@@ -24,7 +24,6 @@ import os
 import shutil
 import threading
 import time
-import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -35,15 +34,17 @@ from docker.models.containers import Container
 
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes import docker_spec as spec
-from murphy.runtimes import files, logfile
+from murphy.runtimes import files, logfile, s3_access
 from murphy.runtimes.base import (
     ContainerState,
     FoundContainer,
     Handle,
+    JobCredentials,
     LogPage,
     Plan,
     RulePlan,
     TrainingPlan,
+    scoped_environment,
 )
 from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
 from murphy.runtimes.cluster import container_network
@@ -53,6 +54,8 @@ from murphy.storage import gateway
 
 log = logging.getLogger(__name__)
 _IN_IMAGE_PYTHON = "python"
+#: The container's S3 access key (revoked when the container is removed, found again on re-attach).
+_KEY_LABEL = f"{spec.LABEL_PREFIX}s3-key"
 
 
 def _epoch(ts: str | None) -> float | None:
@@ -71,7 +74,7 @@ class DockerRuntime:
     def __init__(self, root_dir: Path, catalog: ImageCatalog, store: spec.StoreAccess, *,
                  options: spec.DockerOptions | None = None, docker_host: str | None = None,
                  client: docker.DockerClient | None = None, environ: Mapping[str, str] | None = None,
-                 name: str = "docker") -> None:
+                 name: str = "docker", credentials: JobCredentials | None = None) -> None:
         self.root_dir = Path(root_dir)
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.catalog = catalog
@@ -83,9 +86,11 @@ class DockerRuntime:
         self._host: spec.HostLimits | None = None
         self._environ = dict(os.environ if environ is None else environ)
         self._gateway: gateway.Forwarder | None = None
+        #: Per-container S3 credentials (murphy's S3 gateway, docs/security.md); None: the service's own.
+        self.credentials = credentials
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self.store = self._store_access(store)
+        self.store, self._gateway = s3_access.store_access(store, self.options.network, self.root_dir, credentials)
 
     # ---- engine ----------------------------------------------------------------------------
 
@@ -111,23 +116,9 @@ class DockerRuntime:
             )
         return self._host
 
-    def _store_access(self, store: spec.StoreAccess) -> spec.StoreAccess:
-        """Start the host side of the S3 gateway when containers have no network."""
-        if store.buckets_dir or not store.endpoint_url or self.options.network != "none":
-            return store
-        url = urllib.parse.urlsplit(store.endpoint_url)
-        if url.scheme != "http" or not url.hostname:
-            raise RuntimeBackendError(
-                f"S3 endpoint {store.endpoint_url}: containers without a network reach only an http:// endpoint "
-                "through murphy's gateway; set MURPHY_DOCKER_NETWORK=host for an https:// endpoint")
-        gdir = self.root_dir / ".gateway"
-        gdir.mkdir(exist_ok=True)
-        os.chmod(gdir, 0o755)
-        sock = str(gdir / spec.GATEWAY_SOCKET_NAME)
-        self._gateway = gateway.serve_unix(sock, url.hostname, url.port or 80)
-        return spec.StoreAccess(endpoint_url=store.endpoint_url, gateway_dir=str(gdir))
-
     def close(self) -> None:
+        if self.credentials is not None:
+            self.credentials.close()
         if self._gateway is not None:
             self._gateway.close()
             self._gateway = None
@@ -159,7 +150,9 @@ class DockerRuntime:
             if existing is not None:
                 if existing.status == "created":  # a launch that died between create and start
                     self._start(existing, plan, name, {})
-                return self._handle(plan, cdir, name, existing.id or "")
+                handle = self._handle(plan, cdir, name, existing.id or "")
+                handle.data["s3_access_key_id"] = (existing.labels or {}).get(_KEY_LABEL)
+                return handle
             return self._create(plan, entry, image, cdir, name)
 
     def _find(self, name: str) -> Container | None:
@@ -201,9 +194,25 @@ class DockerRuntime:
 
     def _create(self, plan: Plan, entry: CatalogEntry, image: str, cdir: Path, name: str) -> Handle:
         env = self._environment(plan, entry, cdir)
+        key_id = None
+        if self.credentials is not None:
+            # The endpoint the container's environment already names (each host of a cluster has its own port).
+            creds = self.credentials.issue(plan, env.get("AWS_ENDPOINT_URL_S3"))
+            env, key_id = scoped_environment(env, creds), creds.access_key_id
+        try:
+            return self._create_with(plan, image, cdir, name, env, key_id)
+        except BaseException:
+            if key_id is not None and self.credentials is not None:
+                self.credentials.revoke(key_id)
+            raise
+
+    def _create_with(self, plan: Plan, image: str, cdir: Path, name: str, env: dict[str, str],
+                     key_id: str | None) -> Handle:
         self._grant(plan, cdir)
         kwargs = spec.create_kwargs(plan, image=image, name=name, env=env, container_dir=str(cdir),
                                     store=self.store, host=self.host(), options=self.options, rid=self.rid)
+        if key_id is not None:
+            kwargs["labels"][_KEY_LABEL] = key_id
         try:
             container = self.client.containers.create(**kwargs)
         except docker.errors.ImageNotFound as e:
@@ -214,6 +223,7 @@ class DockerRuntime:
         except docker.errors.APIError as e:
             raise RuntimeBackendError(f"cannot create container {name}: {e.explanation or e}") from e
         handle = self._handle(plan, cdir, name, container.id or "")
+        handle.data["s3_access_key_id"] = key_id
         self._start(container, plan, name, kwargs)
         doc = {"runtime": handle.runtime, "id": handle.id, "data": handle.data}
         Path(handle.data["dir"], "handle.json").write_text(json.dumps(doc), encoding="utf-8")
@@ -363,6 +373,8 @@ class DockerRuntime:
             pass
         except docker.errors.APIError as e:
             log.warning("cannot remove container %s: %s", handle.data.get("docker_name"), e)
+        if self.credentials is not None and handle.data.get("s3_access_key_id"):
+            self.credentials.revoke(handle.data["s3_access_key_id"])
         opt_ml = handle.data.get("opt_ml")
         if opt_ml:
             for sub in (("input", "data"), ("code",)):

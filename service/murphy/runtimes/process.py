@@ -38,15 +38,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from murphy.exceptions import RuntimeBackendError
-from murphy.runtimes import files, logfile, procfs
+from murphy.runtimes import files, logfile, procfs, s3_access
 from murphy.runtimes.base import (
     ContainerState,
     FoundContainer,
     Handle,
+    JobCredentials,
     LogPage,
     Plan,
     TrainingPlan,
     runtime_id,
+    scoped_environment,
 )
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.cluster import HostNetwork, loopback_addresses, shared_master_port
@@ -89,7 +91,7 @@ class ProcessRuntime:
     """:class:`~murphy.runtimes.base.Runtime` over local processes (see the module docstring)."""
 
     def __init__(self, root_dir: Path, catalog: ImageCatalog, base_env: Mapping[str, str],
-                 python: str = sys.executable, name: str = "process") -> None:
+                 python: str = sys.executable, name: str = "process", credentials: JobCredentials | None = None) -> None:
         self.root_dir = Path(root_dir)
         self.catalog = catalog
         self.base_env = dict(base_env)
@@ -100,6 +102,10 @@ class ProcessRuntime:
         # parent; init reaps them then).
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
+        #: Per-container S3 credentials, through murphy's S3 gateway on loopback (started with
+        #: the first launch) when the store is an S3 endpoint; docs/security.md.
+        self.credentials = credentials if base_env.get("MURPHY_S3_ENDPOINT_URL") else None
+        self._gateway_url = s3_access.listen_loopback(self.credentials, self.root_dir) if self.credentials else None
 
     # ---- launch ----------------------------------------------------------------------------
 
@@ -158,6 +164,10 @@ class ProcessRuntime:
             data["failure"] = opt_ml.failure_file
         else:
             env = rule_env(plan, self.base_env)
+        if self.credentials is not None:
+            creds = self.credentials.issue(plan, self._gateway_url)
+            env = scoped_environment(env, creds)
+            data["s3_access_key_id"] = creds.access_key_id
         env.update({CONTAINER_MARKER_ENV: d, RUNTIME_ID_ENV: self.rid, JOB_ENV: plan.job_name, ROLE_ENV: plan.role})
         _write_json(os.path.join(d, "launch.json"), {"at": time.time()})
         shim = [self.python, "-m", "murphy.runtimes.shim", "--log", data["log"], "--exit", data["exit"], "--", *argv]
@@ -288,10 +298,16 @@ class ProcessRuntime:
         d = handle.data
         if self._members(d):
             self.stop(handle, force=True)
+        if self.credentials is not None and d.get("s3_access_key_id"):
+            self.credentials.revoke(d["s3_access_key_id"])
         opt_ml = d.get("opt_ml")
         if opt_ml:
             for sub in (("input", "data"), ("code",)):
                 shutil.rmtree(os.path.join(opt_ml, *sub), ignore_errors=True)
+
+    def close(self) -> None:
+        if self.credentials is not None:
+            self.credentials.close()
 
     # ---- logs ------------------------------------------------------------------------------
 
