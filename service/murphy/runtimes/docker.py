@@ -48,6 +48,7 @@ from murphy.runtimes.base import (
 )
 from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
 from murphy.runtimes.cluster import container_network
+from murphy.runtimes.docker_grants import grant_ownership
 from murphy.runtimes.docker_logs import rfc3339_ns, sync_logs
 from murphy.runtimes.layout import ContainerView, rule_env, write_training_layout
 from murphy.storage import gateway
@@ -208,7 +209,7 @@ class DockerRuntime:
 
     def _create_with(self, plan: Plan, image: str, cdir: Path, name: str, env: dict[str, str],
                      key_id: str | None) -> Handle:
-        self._grant(plan, cdir)
+        grant_ownership(plan, cdir, self.options.user, self.store.buckets_dir)
         kwargs = spec.create_kwargs(plan, image=image, name=name, env=env, container_dir=str(cdir),
                                     store=self.store, host=self.host(), options=self.options, rid=self.rid)
         if key_id is not None:
@@ -240,40 +241,6 @@ class DockerRuntime:
                 hint = (f" ({plan.instance_type} asks for GPUs; this Docker host has no NVIDIA container runtime, "
                         "see docs/gpu.md)")
             raise RuntimeBackendError(f"cannot start container {name}: {e.explanation or e}{hint}") from e
-
-    def _grant(self, plan: Plan, cdir: Path) -> None:
-        """Let the container's user write where it must: its own directories and, with local
-        buckets, the prefixes it writes to (a root-run service creates them as root)."""
-        if os.geteuid() != 0:
-            return
-        uid, gid = (int(x) for x in self.options.user.split(":", 1))
-        targets = [cdir / "opt", cdir / "run"] if isinstance(plan, TrainingPlan) else []
-        for t in targets:
-            for dirpath, dirnames, filenames in os.walk(t):
-                os.chown(dirpath, uid, gid)
-                for n in (*dirnames, *filenames):
-                    os.chown(os.path.join(dirpath, n), uid, gid, follow_symlinks=False)
-        if self.store.buckets_dir:
-            uris = ([plan.tensor_uri, plan.output_uri, plan.tensorboard_uri] if isinstance(plan, TrainingPlan)
-                    else [plan.result_uri])
-            for uri in uris:
-                if uri and uri.startswith("s3://"):
-                    self._grant_prefix(uri, uid, gid)
-
-    def _grant_prefix(self, uri: str, uid: int, gid: int) -> None:
-        # Local buckets come into being on first write (as in the process runtime), so the
-        # bucket directory may be created here too.
-        bucket, _, key = uri[len("s3://"):].partition("/")
-        path = Path(self.store.buckets_dir or "")
-        for part in [bucket, *(p for p in key.split("/") if p)]:
-            if part in (".", ".."):
-                return  # the container's store refuses such a URI with a clear error
-            path = path / part
-            if not path.exists():
-                path.mkdir()
-                os.chown(path, uid, gid)
-        with contextlib.suppress(OSError):
-            os.chown(path, uid, gid)
 
     # ---- status ----------------------------------------------------------------------------
 
