@@ -14,7 +14,12 @@ import yaml
 
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.kubernetes_fake.control import Control, RequestCounter
-from murphy.runtimes.kubernetes_fake.controllers import DEFAULT_CAPACITY, GarbageCollector, Scheduler, node_object
+from murphy.runtimes.kubernetes_fake.controllers import (
+    DEFAULT_CAPACITY,
+    GarbageCollector,
+    Scheduler,
+    node_object,
+)
 from murphy.runtimes.kubernetes_fake.faults import Faults
 from murphy.runtimes.kubernetes_fake.images import ImageResolver
 from murphy.runtimes.kubernetes_fake.jobs import JobController

@@ -31,7 +31,7 @@ class ContainerRun:
         self.term_file = os.path.join(self.dir, "termination-log")
         open(self.term_file, "wb").close()
         os.chmod(self.term_file, 0o666)
-        self.waiting: tuple[str, str] = ("PodInitializing" if not init else "PodInitializing", "")
+        self.waiting: tuple[str, str] = ("ContainerCreating", "")
         self.proc: subprocess.Popen[bytes] | None = None
         self.buffer: LogBuffer | None = None
         self.started_at = self.finished_at = ""

@@ -6,6 +6,8 @@ strips the references)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -139,12 +141,8 @@ class GarbageCollector:
             for ref in o["metadata"].get("ownerReferences") or []:
                 dependents.setdefault(ref.get("uid", ""), []).append((key, o, ref))
         for key, o in everything:
-            meta = o["metadata"]
-            try:
+            with contextlib.suppress(ApiStatusError):  # gone meanwhile: the next round sees it
                 self._sync_one(key, o, by_uid, dependents)
-            except ApiStatusError:
-                pass  # gone meanwhile
-            del meta
 
     def _sync_one(self, key: str, o: Obj, by_uid: dict[str, Obj],
                   dependents: dict[str, list[tuple[str, Obj, dict[str, Any]]]]) -> None:
@@ -154,7 +152,7 @@ class GarbageCollector:
         if meta.get("deletionTimestamp") and ORPHAN in fins:
             for dkey, d, _ in dependents.get(uid, []):
                 self.store.mutate(dkey, d["metadata"].get("namespace"), d["metadata"]["name"],
-                                  lambda x, u=uid: _drop_owner(x, u))
+                                  functools.partial(_drop_owner, uid=uid))
             self.store.remove_finalizer(key, ns, name, ORPHAN)
             return
         if meta.get("deletionTimestamp") and FOREGROUND in fins:

@@ -13,6 +13,7 @@ pod is left running (reasons BackoffLimitExceeded, DeadlineExceeded, PodFailureP
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,8 @@ _TERMINAL = ("Succeeded", "Failed")
 
 def compress(indexes: set[int]) -> str:
     """``{0, 1, 2, 5}`` → ``"0-2,5"`` (``status.completedIndexes``)."""
-    out, run = [], []
+    out: list[str] = []
+    run: list[int] = []
     for i in sorted(indexes):
         if run and i == run[-1] + 1:
             run.append(i)
@@ -89,10 +91,8 @@ class JobController:
     def sync_all(self) -> None:
         pods = list(self.store.iter_all("pods"))
         for job in self.store.iter_all("jobs"):
-            try:
+            with contextlib.suppress(ApiStatusError):  # changed under us: the next round sees it
                 self.sync(job, pods)
-            except ApiStatusError:
-                pass  # changed under us (deleted, conflicting): the next round sees it
 
     def _owned(self, job: Obj, pods: list[Obj]) -> list[Obj]:
         uid = job["metadata"]["uid"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from typing import Any
 
@@ -27,7 +28,6 @@ def record(store: Store, obj: Obj, type_: str, reason: str, message: str, compon
              "involvedObject": involved, "reason": reason, "message": message, "source": source,
              "firstTimestamp": ts, "lastTimestamp": ts, "count": 1, "type": type_, "eventTime": None,
              "reportingComponent": component, "reportingInstance": NODE if component == "kubelet" else ""}
-    try:
+    # An event is best effort, as in Kubernetes (the namespace may be going away).
+    with contextlib.suppress(Exception):
         store.create(BY_KEY["events"], ns, event)
-    except Exception:  # an event is best effort, as in Kubernetes (the namespace may be going away)
-        pass

@@ -23,7 +23,9 @@ _EXISTS = re.compile(rf"^\s*(!?)\s*({_KEY})\s*$")
 
 def _split_terms(text: str) -> list[str]:
     """Commas separate terms, except inside ``in (...)`` sets."""
-    terms, depth, cur = [], 0, []
+    terms: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1

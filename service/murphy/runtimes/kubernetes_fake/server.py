@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -156,10 +157,8 @@ class Api:
             items, _ = self.store.list(kind, ns, self._matcher(kind, q))
             opts = await self._delete_options(request)
             for o in items:
-                try:
+                with contextlib.suppress(ApiStatusError):
                     self.store.delete(kind, ns, o["metadata"]["name"], **opts)
-                except ApiStatusError:
-                    pass
             return self._list(kind, ns, q)
         raise method_not_allowed()
 
