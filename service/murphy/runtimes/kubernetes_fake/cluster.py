@@ -30,13 +30,18 @@ from murphy.runtimes.kubernetes_fake.store import Store
 
 
 class FakeCluster:
-    """``FakeCluster(root).start()`` → the API URL; :meth:`stop` kills every container."""
+    """``FakeCluster(root).start()`` → the API URL; :meth:`stop` kills every container.
+
+    ``run_as_user``: start containers as their ``runAsUser``/``runAsGroup`` (off by default: the
+    host's interpreter may live where that user cannot read, e.g. ``/root/.pyenv``);
+    ``read_only_root``: honour ``readOnlyRootFilesystem``; ``backoff_scale`` shortens the
+    kubelet's retry delays (image pull back-off, config errors) for tests."""
 
     def __init__(self, root: str, *, catalog: ImageCatalog | None = None,
                  images: Mapping[str, Sequence[str]] | None = None, python: str = sys.executable,
                  namespaces: Sequence[str] = ("default", "murphy-jobs"), capacity: Mapping[str, str] | None = None,
                  node_labels: Mapping[str, str] | None = None, taints: Sequence[Mapping[str, Any]] = (),
-                 run_as_user: bool = True, read_only_root: bool = True, watch_history: int = 10000,
+                 run_as_user: bool = False, read_only_root: bool = True, watch_history: int = 10000,
                  backoff_scale: float = 1.0, port: int = 0) -> None:
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class Kubelet:
-    def __init__(self, cluster: FakeCluster, root: str, *, run_as_user: bool = True, read_only_root: bool = True,
+    def __init__(self, cluster: FakeCluster, root: str, *, run_as_user: bool = False, read_only_root: bool = True,
                  backoff_scale: float = 1.0) -> None:
         self.cluster, self.root = cluster, root
         self.images = cluster.images
