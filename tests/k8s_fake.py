@@ -1,7 +1,7 @@
 """The fake Kubernetes API server (``murphy.runtimes.kubernetes_fake``) for tests: a fixture
 ``fake_k8s`` (one fake cluster per test, under the test's tmp_path, stopped after it) and
 :func:`fake_cluster` for other scopes. Use it from a test module with
-``from k8s_fake import fake_k8s  # noqa: F401`` (tests/ is on sys.path through conftest.py).
+``from k8s_fake import fake_k8s  # noqa: F401`` (and ``# ruff: noqa: F811``, as the parameters redefine it) (tests/ is on sys.path through conftest.py).
 
 The fake's kubelet gives each container its own mounts through a mount namespace: as root (CI)
 or with unprivileged user namespaces. Where neither works the fixture skips locally and fails

@@ -2,6 +2,8 @@
 errors as ``Status`` bodies (lightkube's ApiError), selectors, patches, resourceVersion
 conflicts, watches (resume, 410 Gone), discovery, and garbage collection by ownerReferences."""
 
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import json
@@ -10,13 +12,13 @@ import urllib.request
 from typing import Any
 
 import pytest
-from k8s_fake import fake_k8s  # noqa: F401
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.codecs import from_dict
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Secret
 from lightkube.types import CascadeType, PatchType
 
+from k8s_fake import fake_k8s  # noqa: F401 (the fixture; tests name it as a parameter)
 from murphy.runtimes.kubernetes_fake import FakeCluster
 
 

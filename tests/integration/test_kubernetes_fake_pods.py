@@ -3,18 +3,20 @@ local processes (env, volumes, hostnames, peers by name, logs), stop with Foregr
 (SIGTERM, then SIGKILL after the grace period), and fail as Kubernetes 1.31+ reports it
 (termination messages, podFailurePolicy, backoffLimit, activeDeadlineSeconds)."""
 
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from k8s_fake import fake_k8s  # noqa: F401
 from lightkube import Client, KubeConfig
 from lightkube.codecs import from_dict
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Pod
 from lightkube.types import CascadeType
 
+from k8s_fake import fake_k8s  # noqa: F401 (the fixture; tests name it as a parameter)
 from murphy.runtimes.kubernetes_fake import FakeCluster
 
 PY = "python:3.11-slim"
@@ -25,12 +27,14 @@ def client(cluster: FakeCluster) -> Client:
 
 
 def job(name: str, script: str, *, completions: int = 1, indexed: bool = True, backoff: int = 0,
-        pod: dict[str, Any] | None = None, container: dict[str, Any] | None = None, **spec: Any) -> Any:
+        pod: dict[str, Any] | None = None, container: dict[str, Any] | None = None,
+        annotations: dict[str, str] | None = None, **spec: Any) -> Any:
     c = {"name": "main", "image": PY, "command": ["python", "-c", script], **(container or {})}
     doc = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
            "spec": {"completions": completions, "parallelism": completions, "backoffLimit": backoff,
                     **({"completionMode": "Indexed"} if indexed else {}), **spec,
-                    "template": {"spec": {"restartPolicy": "Never", "containers": [c], **(pod or {})}}}}
+                    "template": {"metadata": {"annotations": annotations or {}},
+                                 "spec": {"restartPolicy": "Never", "containers": [c], **(pod or {})}}}}
     return from_dict(doc)
 
 
