@@ -8,9 +8,11 @@ local processes (env, volumes, hostnames, peers by name, logs), stop with Foregr
 from __future__ import annotations
 
 import time
+import urllib.request
 from typing import Any
 
-from lightkube import Client, KubeConfig
+import pytest
+from lightkube import ApiError, Client, KubeConfig
 from lightkube.codecs import from_dict
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Pod
@@ -217,3 +219,55 @@ def test_run_as_user_when_asked(tmp_path: Any) -> None:
                      pod={"securityContext": {"runAsUser": 1000, "runAsGroup": 2000}}))
         wait_job(cluster, c, "whoami", "Complete")
         assert list(c.log(pods_of(c, "whoami")[0].metadata.name)) == ["1000\n", "2000\n"]
+
+
+def test_anchor_config_map_owns_everything_and_foreground_delete_cascades(fake_k8s: FakeCluster) -> None:
+    """murphy's layout: a ConfigMap anchor owns the Secret and the Jobs; the Jobs own their pods."""
+    c = client(fake_k8s)
+    anchor = c.create(from_dict({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mt-x-cfg"}, "data": {}}))
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "mt-x-cfg", "uid": anchor.metadata.uid,
+           "blockOwnerDeletion": True, "controller": False}
+    c.create(from_dict({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mt-x-s3", "ownerReferences": [ref]},
+                        "stringData": {"K": "V"}}))
+    for name in ("mt-x", "mr-x"):
+        j = job(name, "import time; print('up', flush=True); time.sleep(60)", pod={"terminationGracePeriodSeconds": 2})
+        doc = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "ownerReferences": [ref]},
+               "spec": j.spec.to_dict()}
+        c.create(from_dict(doc))
+    fake_k8s.wait_for(lambda: len([p for p in c.list(Pod) if p.status and p.status.phase == "Running"]) == 2,
+                      what="both pods running")
+    c.delete(type(anchor), "mt-x-cfg", cascade=CascadeType.FOREGROUND)
+    cm = c.get(type(anchor), "mt-x-cfg")
+    assert cm.metadata.deletionTimestamp and cm.metadata.finalizers == ["foregroundDeletion"]
+    jobs = fake_k8s.wait_for(lambda: [j for j in c.list(Job) if j.metadata.deletionTimestamp] or None, what="Jobs deleting")
+    assert all("foregroundDeletion" in j.metadata.finalizers for j in jobs)
+    fake_k8s.wait_for(lambda: not fake_k8s.store.find("configmaps", "default", "mt-x-cfg"), timeout=30,
+                      what="the anchor gone once everything it owns is gone")
+    assert not list(c.list(Job)) and not list(c.list(Pod))
+    assert fake_k8s.store.find("secrets", "default", "mt-x-s3") is None
+
+
+def test_logs_options_and_logs_kept_until_the_pod_is_deleted(fake_k8s: FakeCluster) -> None:
+    c = client(fake_k8s)
+    c.create(job("chatty", "import time\nfor i in range(4):\n    print('line', i, flush=True); time.sleep(0.2)"))
+    done = wait_job(fake_k8s, c, "chatty", "Complete")
+    assert done.status.succeeded == 1
+    name = pods_of(c, "chatty")[0].metadata.name
+    stamped = list(c.log(name, timestamps=True))
+    assert [ln.split(" ", 1)[1] for ln in stamped] == [f"line {i}\n" for i in range(4)]
+    since = stamped[2].split(" ", 1)[0]
+    with urllib.request.urlopen(f"{fake_k8s.url}/api/v1/namespaces/default/pods/{name}/log?sinceTime={since}", timeout=10) as r:
+        assert r.read().decode().splitlines() == ["line 2", "line 3"]
+    assert list(c.log(name, since=3600)) == [f"line {i}\n" for i in range(4)]
+    c.create(job("stuck", "print(1)", container={"image": "registry.example.com/missing:1"}))
+    stuck = fake_k8s.wait_for(lambda: pods_of(c, "stuck"), what="the stuck pod")[0].metadata.name
+    with pytest.raises(ApiError) as e:
+        list(c.log(stuck))
+    assert e.value.status.code == 400 and "is waiting to start" in e.value.status.message
+    c.delete(Pod, name)
+    fake_k8s.wait_for(lambda: not fake_k8s.store.find("pods", "default", name), what="the pod deleted")
+    with pytest.raises(ApiError) as e:
+        list(c.log(name))
+    assert e.value.status.code == 404
+    counts = fake_k8s.requests.snapshot()
+    assert counts["GET pods/log"] >= 4 and counts["POST jobs"] == 2

@@ -3,6 +3,7 @@ controller, garbage collector), a kubelet running pods as local processes, and t
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
@@ -81,6 +82,8 @@ class FakeCluster:
         self.store.subscribe(self._wake.set)
         self._controllers.start()
         self.kubelet.start()
+        # Containers run in sessions of their own: never leave them behind a test process that exits.
+        atexit.register(self.stop)
         return self.url
 
     def _loop(self) -> None:
@@ -94,6 +97,9 @@ class FakeCluster:
                     self.log(f"{type(part).__name__}: {type(e).__name__}: {e}")
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        atexit.unregister(self.stop)
         self._stop.set()
         self._wake.set()
         self.kubelet.stop()
