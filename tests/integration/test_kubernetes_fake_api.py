@@ -192,3 +192,26 @@ def test_events_in_both_api_versions(fake_k8s: FakeCluster) -> None:
     pod = c.get(Pod, "lonely")
     cond = next(x for x in pod.status.conditions if x.type == "PodScheduled")
     assert (cond.status, cond.reason) == ("False", "Unschedulable") and pod.status.phase == "Pending"
+
+
+def test_injected_errors_and_latency(fake_k8s: FakeCluster) -> None:
+    import time
+
+    c = client(fake_k8s)
+    fake_k8s.errors.add(code=429, method="POST", path_contains="/configmaps")
+    with pytest.raises(ApiError) as e:
+        c.create(cm("later"))
+    assert (e.value.status.code, e.value.status.reason) == (429, "TooManyRequests")
+    c.create(cm("later"))  # only the next one failed
+    req = urllib.request.Request(f"{fake_k8s.url}/fake/v1/errors", method="POST",
+                                 data=json.dumps({"code": 0, "delay_s": 0.5, "method": "GET"}).encode())
+    urllib.request.urlopen(req, timeout=5).close()
+    started = time.monotonic()
+    assert c.get(ConfigMap, "later").metadata.name == "later"
+    assert time.monotonic() - started >= 0.5
+    fake_k8s.errors.add(code=500, times=2)
+    for _ in range(2):
+        with pytest.raises(ApiError) as e:
+            c.get(ConfigMap, "later")
+        assert e.value.status.code == 500
+    assert c.get(ConfigMap, "later").metadata.name == "later"

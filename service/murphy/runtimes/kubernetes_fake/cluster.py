@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from murphy.runtimes.catalog import ImageCatalog
-from murphy.runtimes.kubernetes_fake.control import Control, RequestCounter
+from murphy.runtimes.kubernetes_fake.control import Control, ErrorInjector, RequestCounter
 from murphy.runtimes.kubernetes_fake.controllers import (
     DEFAULT_CAPACITY,
     GarbageCollector,
@@ -52,6 +52,7 @@ class FakeCluster:
         self.images = ImageResolver(catalog, images, python)
         self.faults = Faults()
         self.requests = RequestCounter()
+        self.errors = ErrorInjector()
         self.control = Control(self)
         self.port = port
         self.url = ""

@@ -43,7 +43,10 @@ def _json(doc: Any, status: int = 200) -> Response:
 
 
 def _error(e: ApiStatusError) -> Response:
-    return _json(e.body(), e.code)
+    response = _json(e.body(), e.code)
+    if e.code == 429:
+        response.headers["Retry-After"] = "1"
+    return response
 
 
 class Ticker:
@@ -85,8 +88,15 @@ class Api:
 
     async def handle(self, request: Request) -> Response:
         self.ticker.bind()
-        self.cluster.requests.count(request.method, request.url.path)
+        path = request.url.path
+        self.cluster.requests.count(request.method, path)
+        injected = None if path.startswith("/fake/") else self.cluster.errors.take(request.method, path)
         try:
+            if injected is not None:
+                if injected.delay_s:
+                    await asyncio.sleep(injected.delay_s)
+                if injected.code:
+                    raise injected.status()
             return await self._dispatch(request)
         except ApiStatusError as e:
             return _error(e)
