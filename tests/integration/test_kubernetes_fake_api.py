@@ -16,6 +16,7 @@ from lightkube import ApiError, Client, KubeConfig
 from lightkube.codecs import from_dict
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Secret
+from lightkube.resources.events_v1 import Event as EventV1
 from lightkube.types import CascadeType, PatchType
 
 from k8s_fake import fake_k8s  # noqa: F401 (the fixture; tests name it as a parameter)
@@ -187,8 +188,11 @@ def test_events_in_both_api_versions(fake_k8s: FakeCluster) -> None:
                                  "containers": [{"name": "c", "image": "python:3.11-slim", "command": ["true"]}]}}))
     events = fake_k8s.wait_for(lambda: list(c.list(Event, fields={"involvedObject.name": "lonely"})), what="an event")
     assert events[0].reason == "FailedScheduling" and "didn't match Pod's node affinity/selector" in events[0].message
-    v1 = get_json(fake_k8s, "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector=regarding.name%3Dlonely")
-    assert v1["items"][0]["regarding"]["name"] == "lonely" and v1["items"][0]["note"] == events[0].message
+    # The scheduler writes events.k8s.io/v1 events: no legacy timestamps in the core/v1 view.
+    assert events[0].lastTimestamp is None and events[0].eventTime is not None and events[0].action == "Scheduling"
+    v1 = list(c.list(EventV1, fields={"regarding.name": "lonely"}))
+    assert v1[0].regarding.name == "lonely" and v1[0].note == events[0].message
+    assert v1[0].reportingController == "default-scheduler"
     pod = c.get(Pod, "lonely")
     cond = next(x for x in pod.status.conditions if x.type == "PodScheduled")
     assert (cond.status, cond.reason) == ("False", "Unschedulable") and pod.status.phase == "Pending"
