@@ -89,6 +89,24 @@ def test_log_follow_streams_while_running(fake_k8s: FakeCluster) -> None:
     assert got == ["tick 0\n", "tick 1\n", "tick 2\n"]
 
 
+def test_log_rotation_ends_follow_streams_and_since_time_resumes(fake_k8s: FakeCluster) -> None:
+    c = client(fake_k8s)
+    c.create(job("rotating", "import time\nfor i in range(6):\n    print('tick', i, flush=True); time.sleep(0.3)"))
+    pod = fake_k8s.wait_for(lambda: [p for p in pods_of(c, "rotating") if p.status and p.status.phase == "Running"],
+                            what="a running pod")[0].metadata.name
+    first: list[str] = []
+    for line in c.log(pod, follow=True, timestamps=True):
+        first.append(line)
+        if len(first) == 2:
+            assert fake_k8s.kubelet.rotate_logs("default", pod) == 1
+    assert 2 <= len(first) < 6  # the stream ended early, before the container did
+    last_ts = first[-1].split(" ", 1)[0]
+    url = f"{fake_k8s.url}/api/v1/namespaces/default/pods/{pod}/log?follow=true&timestamps=true&sinceTime={last_ts}"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        rest = [ln for ln in r.read().decode().splitlines(keepends=True) if ln.split(" ", 1)[0] > last_ts]
+    assert [ln.split(" ", 1)[1] for ln in first + rest] == [f"tick {i}\n" for i in range(6)]
+
+
 def test_foreground_delete_sigterm_then_sigkill(fake_k8s: FakeCluster) -> None:
     c = client(fake_k8s)
     polite = ("import signal, sys, time\n"

@@ -3,7 +3,9 @@ in another process: ``GET|POST|DELETE /fake/v1/faults`` (list, add one as JSON w
 of :class:`.faults.Fault`, clear), ``POST /fake/v1/compact`` (forget the watch history: resumes
 get 410 Gone), ``GET|DELETE /fake/v1/requests`` (the API requests served, by verb and resource;
 reset), ``POST|DELETE /fake/v1/errors`` (make the next matching requests fail with a status code,
-e.g. 429, 500, 403, and/or answer late: :class:`InjectedError`)."""
+e.g. 429, 500, 403, and/or answer late: :class:`InjectedError`), ``POST
+/fake/v1/rotate-logs[?namespace=&pod=]`` (end the open ``follow`` log streams, as a log rotation
+does: the client must reconnect and resume without duplicates)."""
 
 from __future__ import annotations
 
@@ -138,6 +140,9 @@ class Control:
             if method == "DELETE":
                 self.cluster.errors.clear()
                 return _json({})
+        if what == "rotate-logs" and method == "POST":
+            q = request.query_params
+            return _json({"rotated": self.cluster.kubelet.rotate_logs(q.get("namespace"), q.get("pod"))})
         if what == "compact" and method == "POST":
             self.cluster.store.compact()
             return _json({"compactedResourceVersion": str(self.cluster.store.compacted_rv)})

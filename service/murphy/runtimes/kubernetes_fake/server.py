@@ -326,11 +326,12 @@ class Api:
 
         async def stream() -> AsyncIterator[bytes]:
             pos: int | None = None
+            rotations = buf.rotations
             while True:
                 chunks, pos, done = buf.read(opts, pos)
                 for c in chunks:
                     yield c
-                if done or await request.is_disconnected():
+                if done or buf.rotations != rotations or await request.is_disconnected():
                     return
                 await self.ticker.wait(1.0)
 
