@@ -47,7 +47,22 @@ def fake_cluster(root: str | os.PathLike[str], **options: Any) -> Iterator[FakeC
     try:
         yield cluster
     finally:
+        for c in _CLIENTS.pop(id(cluster), []):
+            c.close()
         cluster.stop()
+
+
+_CLIENTS: dict[int, list[Any]] = {}
+
+
+def lightkube_client(cluster: FakeCluster, namespace: str = "default") -> Any:
+    """A lightkube ``Client`` for ``cluster``'s kubeconfig, closed when the cluster stops (a watch
+    left early keeps its connection open until then)."""
+    from lightkube import Client, KubeConfig
+
+    client = Client(KubeConfig.from_file(cluster.kubeconfig), namespace=namespace)
+    _CLIENTS.setdefault(id(cluster), []).append(client)
+    return client
 
 
 @pytest.fixture

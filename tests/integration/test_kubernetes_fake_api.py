@@ -12,19 +12,19 @@ import urllib.request
 from typing import Any
 
 import pytest
-from lightkube import ApiError, Client, KubeConfig
+from lightkube import ApiError, Client
 from lightkube.codecs import from_dict
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Secret
 from lightkube.resources.events_v1 import Event as EventV1
 from lightkube.types import CascadeType, PatchType
 
-from k8s_fake import fake_k8s  # noqa: F401 (the fixture; tests name it as a parameter)
+from k8s_fake import fake_k8s, lightkube_client  # noqa: F401 (the fixture; tests name it as a parameter)
 from murphy.runtimes.kubernetes_fake import FakeCluster
 
 
-def client(cluster: FakeCluster, namespace: str = "default") -> Client:
-    return Client(KubeConfig.from_file(cluster.kubeconfig), namespace=namespace)
+def client(cluster: FakeCluster) -> Client:
+    return lightkube_client(cluster)  # type: ignore[no-any-return]
 
 
 def get_json(cluster: FakeCluster, path: str) -> Any:

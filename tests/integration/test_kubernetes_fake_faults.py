@@ -6,19 +6,19 @@ CreateContainerConfigError, OOMKilled, eviction and preemption (DisruptionTarget
 
 from __future__ import annotations
 
-from lightkube import Client, KubeConfig
+from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Pod, Secret
 from test_kubernetes_fake_pods import conditions, job, pods_of, wait_job
 
-from k8s_fake import fake_k8s  # noqa: F401 (the fixture; tests name it as a parameter)
+from k8s_fake import fake_k8s, lightkube_client  # noqa: F401 (the fixture; tests name it as a parameter)
 from murphy.runtimes.kubernetes_fake import FakeCluster
 from murphy.runtimes.kubernetes_fake.faults import ANNOTATION
 
 
 def client(cluster: FakeCluster) -> Client:
-    return Client(KubeConfig.from_file(cluster.kubeconfig), namespace="default")
+    return lightkube_client(cluster)  # type: ignore[no-any-return]
 
 
 def waiting(c: Client, job_name: str) -> tuple[str, str] | None:

@@ -12,20 +12,20 @@ import urllib.request
 from typing import Any
 
 import pytest
-from lightkube import ApiError, Client, KubeConfig
+from lightkube import ApiError, Client
 from lightkube.codecs import from_dict
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Pod
 from lightkube.types import CascadeType
 
-from k8s_fake import fake_k8s  # noqa: F401 (the fixture; tests name it as a parameter)
+from k8s_fake import fake_k8s, lightkube_client  # noqa: F401 (the fixture; tests name it as a parameter)
 from murphy.runtimes.kubernetes_fake import FakeCluster
 
 PY = "python:3.11-slim"
 
 
 def client(cluster: FakeCluster) -> Client:
-    return Client(KubeConfig.from_file(cluster.kubeconfig), namespace="default")
+    return lightkube_client(cluster)  # type: ignore[no-any-return]
 
 
 def job(name: str, script: str, *, completions: int = 1, indexed: bool = True, backoff: int = 0,
