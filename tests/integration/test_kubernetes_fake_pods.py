@@ -289,3 +289,16 @@ def test_logs_options_and_logs_kept_until_the_pod_is_deleted(fake_k8s: FakeClust
     assert e.value.status.code == 404
     counts = fake_k8s.requests.snapshot()
     assert counts["GET pods/log"] >= 4 and counts["POST jobs"] == 2
+
+
+def test_a_force_deleted_pod_counts_as_failed(fake_k8s: FakeCluster) -> None:
+    c = client(fake_k8s)
+    c.create(job("forced", "import time; print('up', flush=True); time.sleep(60)"))
+    pod = fake_k8s.wait_for(lambda: [p for p in pods_of(c, "forced") if p.status and p.status.phase == "Running"],
+                            what="a running pod")[0].metadata.name
+    c.delete(Pod, pod, grace_period=0)
+    # Held only by the Job controller's finalizer until it has counted the pod.
+    fake_k8s.wait_for(lambda: fake_k8s.store.find("pods", "default", pod) is None, what="the pod gone")
+    failed = wait_job(fake_k8s, c, "forced", "Failed")
+    assert failed.status.failed == 1 and not pods_of(c, "forced")
+    assert next(x.reason for x in failed.status.conditions if x.type == "Failed") == "BackoffLimitExceeded"

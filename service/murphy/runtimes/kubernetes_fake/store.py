@@ -329,6 +329,8 @@ class Store:
             key = (meta.get("namespace", ""), name)
             if self._deletion_done(kind, new):
                 out = self._remove(kind, key)
+            elif new == obj:
+                return copy.deepcopy(obj)  # deleting already, nothing shortened: no new version
             else:
                 # _write keeps identity fields from the old object: set deletion fields directly.
                 self._bump(new)
