@@ -84,6 +84,8 @@ def test_kubectl_apply_get_logs_delete(fake_k8s: FakeCluster, tmp_path: Path) ->
     fake_k8s.wait_for(lambda: len([p for p in get(fake_k8s, "pods")["items"] if p["status"].get("phase") in ("Running", "Succeeded")]) == 2,
                       what="two started pods")
     pods = sorted(p["metadata"]["name"] for p in get(fake_k8s, "pods", "-l", "batch.kubernetes.io/job-name=hello")["items"])
+    table = kubectl(fake_k8s, "get", "pods").splitlines()
+    assert table[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"] and len(table) == 3
     logs = kubectl(fake_k8s, "logs", "-f", pods[1])
     assert logs.splitlines() == [f"hello world 1 {i}" for i in range(3)]
     # While pod 0 lingers, a cascading delete stops it (kubectl's default: background).

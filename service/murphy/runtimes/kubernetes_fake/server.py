@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from murphy.runtimes.kubernetes_fake import events_v1, kinds
+from murphy.runtimes.kubernetes_fake import events_v1, kinds, tables
 from murphy.runtimes.kubernetes_fake.errors import ApiStatusError, bad_request, method_not_allowed
 from murphy.runtimes.kubernetes_fake.kinds import Kind
 from murphy.runtimes.kubernetes_fake.selectors import field_selector, label_selector
@@ -156,6 +156,9 @@ class Api:
         if request.method == "GET":
             if q.get("watch") in ("true", "1"):
                 return self._watch(request, kind, ns)
+            if tables.wants_table(request.headers.get("accept", "")):
+                items, rv = self.store.list(kind, ns, self._matcher(kind, q))
+                return _json(tables.table(kind, [self._out(kind, o) for o in items], str(rv), q.get("includeObject")))
             return self._list(kind, ns, q)
         if request.method == "POST":
             body = await self._body(request)
@@ -270,7 +273,10 @@ class Api:
         dry = bool(q.get("dryRun"))
         storage_kind = kinds.BY_KEY[kind.key]
         if request.method == "GET":
-            return _json(self._out(kind, self.store.get(storage_kind, ns, name)))
+            obj = self._out(kind, self.store.get(storage_kind, ns, name))
+            if tables.wants_table(request.headers.get("accept", "")) and sub is None:
+                return _json(tables.table(kind, [obj], obj["metadata"]["resourceVersion"], q.get("includeObject")))
+            return _json(obj)
         if request.method == "PUT":
             body = await self._body(request)
             if kind.storage == "events":
