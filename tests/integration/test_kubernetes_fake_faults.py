@@ -114,3 +114,16 @@ def test_eviction_and_preemption_set_disruption_target(fake_k8s: FakeCluster) ->
     events = [e for e in fake_k8s.store.iter_all("events") if e["reason"] == "Preempted"]
     assert len(events) == 1 and fake_k8s.store.find("pods", "default", events[0]["involvedObject"]["name"]) is None
     assert isinstance(pods[0], Pod)
+
+
+def test_pod_creation_refused_shows_as_failed_create(fake_k8s: FakeCluster) -> None:
+    c = client(fake_k8s)
+    c.create(job("nosa", "print('ran')", pod={"serviceAccountName": "nobody"}))
+    event = fake_k8s.wait_for(lambda: [e for e in c.list(Event, fields={"involvedObject.name": "nosa"})
+                                       if e.reason == "FailedCreate"], what="FailedCreate")[0]
+    assert event.type == "Warning" and event.message == (
+        'Error creating: pods "nosa-0-" is forbidden: error looking up service account default/nobody: '
+        'serviceaccount "nobody" not found')
+    assert not pods_of(c, "nosa") and c.get(Job, "nosa").status.active == 0
+    c.create(from_dict({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nobody"}}))
+    wait_job(fake_k8s, c, "nosa", "Complete")

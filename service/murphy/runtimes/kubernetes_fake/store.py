@@ -140,12 +140,24 @@ class Store:
         if kind.namespaced and ("", ns or "") not in self._objs["namespaces"]:
             raise errors.not_found("namespaces", "", ns or "")
 
+    def _check_service_account(self, pod: Obj, ns: str) -> None:
+        """The ServiceAccount admission plugin: a pod's service account must exist."""
+        spec = pod.setdefault("spec", {})
+        sa = spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+        spec["serviceAccount"] = sa
+        if (ns, sa) not in self._objs["serviceaccounts"]:
+            name = pod["metadata"].get("name") or pod["metadata"].get("generateName", "")
+            raise errors.ApiStatusError(403, "Forbidden", f'pods "{name}" is forbidden: error looking up service account '
+                                        f'{ns}/{sa}: serviceaccount "{sa}" not found', {"name": name, "kind": "pods"})
+
     def create(self, kind: Kind, ns: str | None, body: Obj, dry_run: bool = False) -> Obj:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         admission.check_namespace_of(meta.get("namespace"), ns)
         with self.lock:
             self._check_namespace(kind, ns)
+            if kind.plural == "pods":  # admission sees the object before its name is generated
+                self._check_service_account(obj, ns or "")
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = meta["generateName"] + "".join(random.choices(_RANDOM_CHARS, k=5))
             if not meta.get("name"):
@@ -173,6 +185,9 @@ class Store:
             self._objs[kind.key][(ns or "", meta["name"])] = obj
             self._record("ADDED", kind.key, obj, None)
             out = copy.deepcopy(obj)
+            if kind.plural == "namespaces":
+                # The service account controller's work: every namespace has a "default" one.
+                self.create(BY_KEY["serviceaccounts"], meta["name"], {"metadata": {"name": "default"}})
         self.notify()
         return out
 
