@@ -132,3 +132,31 @@ def test_render_output_applied_with_kubectl_trains_on_the_fake(fake_k8s: FakeClu
     assert (init["name"], init["state"]["terminated"]["reason"]) == ("murphy-init", "Completed")
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="demo").get("Contents", [])]
     assert "output/demo/output/model.tar.gz" in keys, keys
+
+
+def test_a_failing_rendered_job_carries_the_toolkits_failure_message(fake_k8s: FakeCluster, moto_server: Any) -> None:
+    """The failure file is the container's terminationMessagePath: the toolkit's reason (here: an
+    empty input channel) reaches the pod status, as murphy's failure mapping reads it."""
+    s3 = moto_server.client()
+    s3.create_bucket(Bucket="empty-inputs")
+    request = json.loads((REPO / "tests" / "data" / "kubernetes_requests" / "pytorch-with-rules.json").read_text())
+    request["TrainingJobName"] = "no-data"
+    request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] = "s3://empty-inputs/train"
+    request["HyperParameters"]["sagemaker_submit_directory"] = '"s3://empty-inputs/code/sourcedir.tar.gz"'
+    request["DebugRuleConfigurations"] = []
+    path = fake_k8s.root + "/request.json"
+    Path(path).write_text(json.dumps(request))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(moto_server.env())
+    rendered = subprocess.run([MURPHY, "kubernetes", "render", "--request", path, "--namespace", "murphy-jobs",
+                               "--s3-endpoint", moto_server.endpoint_url, "--credentials-from-env"],
+                              capture_output=True, text=True, timeout=120, env=env, check=True).stdout
+    out = kubectl(fake_k8s, "apply", "--validate=false", "-f", "-", stdin=rendered)
+    job_name = [ln for ln in out.splitlines() if ln.startswith("job.batch/")][0].split("/")[1].split()[0]
+    job = fake_k8s.wait_for(lambda: (j := get(fake_k8s, "job", job_name, "-n", "murphy-jobs")) and any(
+        c["type"] == "Failed" for c in j.get("status", {}).get("conditions", [])) and j, timeout=240, what="the Job failing")
+    failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "PodFailurePolicy" and "Container algo" in failed["message"]
+    pod = get(fake_k8s, "pods", "-n", "murphy-jobs", "-l", f"batch.kubernetes.io/job-name={job_name}")["items"][0]
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["exitCode"] == 1 and term["message"] == "channel 'train': no objects at s3://empty-inputs/train", term
