@@ -152,7 +152,7 @@ def test_a_failing_rendered_job_carries_the_toolkits_failure_message(fake_k8s: F
                                "--s3-endpoint", moto_server.endpoint_url, "--credentials-from-env"],
                               capture_output=True, text=True, timeout=120, env=env, check=True).stdout
     out = kubectl(fake_k8s, "apply", "--validate=false", "-f", "-", stdin=rendered)
-    job_name = [ln for ln in out.splitlines() if ln.startswith("job.batch/")][0].split("/")[1].split()[0]
+    job_name = next(ln for ln in out.splitlines() if ln.startswith("job.batch/")).split("/")[1].split()[0]
     job = fake_k8s.wait_for(lambda: (j := get(fake_k8s, "job", job_name, "-n", "murphy-jobs")) and any(
         c["type"] == "Failed" for c in j.get("status", {}).get("conditions", [])) and j, timeout=240, what="the Job failing")
     failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
