@@ -113,3 +113,20 @@ def test_store_deletion_semantics() -> None:
     store.delete(pod, "murphy-jobs", "p")
     assert store.find("pods", "murphy-jobs", "p") is None  # never scheduled: no kubelet to wait for
     assert anchor["metadata"]["uid"] != j["metadata"]["uid"]
+
+
+def test_watch_history_resumes_by_version_and_expires() -> None:
+    store = Store(("ns",), history=20)
+    cm = BY_KEY["configmaps"]
+    first = int(store.create(cm, "ns", {"metadata": {"name": "c0"}})["metadata"]["resourceVersion"])
+    for i in range(1, 5):
+        store.create(cm, "ns", {"metadata": {"name": f"c{i}"}})
+    assert [c.obj["metadata"]["name"] for c in store.changes_since(first, "configmaps")] == ["c1", "c2", "c3", "c4"]
+    assert store.changes_since(first, "secrets") == []
+    for i in range(5, 40):
+        store.create(cm, "ns", {"metadata": {"name": f"c{i}"}})
+    with pytest.raises(ApiStatusError) as e:
+        store.changes_since(first, "configmaps")
+    assert e.value.code == 410 and e.value.reason == "Expired"
+    recent = store.resource_version - 3
+    assert [c.obj["metadata"]["name"] for c in store.changes_since(recent, "configmaps")] == ["c37", "c38", "c39"]

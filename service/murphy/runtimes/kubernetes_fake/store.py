@@ -14,7 +14,6 @@ import random
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -56,8 +55,11 @@ class Store:
         self.lock = threading.RLock()
         self._objs: dict[str, dict[tuple[str, str], Obj]] = {k: {} for k in BY_KEY}
         self._rv = 0
-        self._history: deque[Change] = deque(maxlen=history)
-        #: Watches from a resourceVersion at or below this one get 410 Gone.
+        #: In resourceVersion order (every write makes one version and one change), trimmed
+        #: to ``history`` changes: a watch resumes by index, not by scanning.
+        self._history: list[Change] = []
+        self._history_limit = history
+        #: Watches from a resourceVersion below this one get 410 Gone (their changes are forgotten).
         self.compacted_rv = 0
         self._listeners: list[Callable[[], None]] = []
         for ns in ("default", "kube-system", *namespaces):
@@ -77,9 +79,11 @@ class Store:
         return self._rv
 
     def _record(self, type_: str, key: str, obj: Obj, old: Obj | None) -> None:
-        if len(self._history) == self._history.maxlen:
-            self.compacted_rv = self._history[0].rv
         self._history.append(Change(self._rv, type_, key, copy.deepcopy(obj), old))
+        if len(self._history) > self._history_limit + self._history_limit // 10:
+            drop = len(self._history) - self._history_limit
+            self.compacted_rv = self._history[drop - 1].rv
+            del self._history[:drop]
 
     def compact(self) -> None:
         """Forget the watch history (as etcd compaction does): older resumes get 410 Gone."""
@@ -91,7 +95,13 @@ class Store:
         with self.lock:
             if rv < self.compacted_rv:
                 raise errors.gone(f"too old resource version: {rv} ({self.compacted_rv + 1})")
-            return [c for c in self._history if c.rv > rv and c.key == key]
+            hist = self._history
+            start = 0
+            if hist:
+                start = max(0, rv + 1 - hist[0].rv)
+                if start > len(hist) or (start < len(hist) and hist[start].rv != rv + 1):
+                    start = next((i for i, c in enumerate(hist) if c.rv > rv), len(hist))  # not consecutive
+            return [c for c in hist[start:] if c.key == key]
 
     # --- reads ---------------------------------------------------------------------------
     def get(self, kind: Kind, ns: str | None, name: str) -> Obj:
