@@ -45,6 +45,12 @@ class Kubelet:
     def poke(self) -> None:
         self._wake.set()
 
+    def on_output(self) -> None:
+        """A container wrote a line (or its output ended): wake the log followers, and this
+        loop, which notices the exit."""
+        self.cluster.store.notify_logs()
+        self._wake.set()
+
     def start(self) -> None:
         self.cluster.store.subscribe(self.poke)
         self._thread.start()
@@ -124,7 +130,7 @@ class Kubelet:
                         if c.buffer is not None:
                             c.buffer.rotate()
                             n += 1
-        self.cluster.store.notify()
+        self.cluster.store.notify_logs()
         return n
 
     def log_buffer(self, ns: str, name: str, container: str | None, previous: bool = False) -> LogBuffer:

@@ -156,7 +156,7 @@ class PodWorker:
             c.waiting = ("CreateContainerError", "failed to generate container spec: no command specified")
             c.next_attempt = now + 5.0
             return
-        c.start(self.sandbox_spec(pod, c, argv, env), python_for_sandbox(), self.kubelet.poke)
+        c.start(self.sandbox_spec(pod, c, argv, env), python_for_sandbox(), self.kubelet.on_output)
         self.event(pod, "Normal", "Created", f"Created container {c.name}", c)
         self.event(pod, "Normal", "Started", f"Started container {c.name}", c)
 

@@ -84,6 +84,7 @@ class Api:
         self.store = cluster.store
         self.ticker = Ticker()
         self.store.subscribe(self.ticker.poke)
+        self.store.subscribe_logs(self.ticker.poke)
         self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])])
 
     async def handle(self, request: Request) -> Response:

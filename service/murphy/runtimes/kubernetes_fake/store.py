@@ -62,6 +62,8 @@ class Store:
         #: Watches from a resourceVersion below this one get 410 Gone (their changes are forgotten).
         self.compacted_rv = 0
         self._listeners: list[Callable[[], None]] = []
+        self._notified_rv = 0
+        self._log_listeners: list[Callable[[], None]] = []
         for ns in ("default", "kube-system", *namespaces):
             if ("", ns) not in self._objs["namespaces"]:
                 self.create(BY_KEY["namespaces"], None, {"metadata": {"name": ns}})
@@ -70,9 +72,24 @@ class Store:
     def subscribe(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
+    def subscribe_logs(self, listener: Callable[[], None]) -> None:
+        """``listener()`` runs whenever a container writes to its log (the follow streams)."""
+        self._log_listeners.append(listener)
+
+    def notify_logs(self) -> None:
+        for listener in list(self._log_listeners):
+            listener()
+
     def notify(self) -> None:
         for listener in list(self._listeners):
             listener()
+
+    def _notify_if_changed(self) -> None:
+        """Wake the loops only when a write made a new version: a no-op status write must not
+        wake the kubelet that made it (or it would spin)."""
+        if self._rv != self._notified_rv:
+            self._notified_rv = self._rv
+            self.notify()
 
     @property
     def resource_version(self) -> int:
@@ -198,7 +215,7 @@ class Store:
             if kind.plural == "namespaces":
                 # The service account controller's work: every namespace has a "default" one.
                 self.create(BY_KEY["serviceaccounts"], meta["name"], {"metadata": {"name": "default"}})
-        self.notify()
+        self._notify_if_changed()
         return out
 
     def _write(self, kind: Kind, old: Obj, new: Obj, dry_run: bool = False) -> Obj:
@@ -264,7 +281,7 @@ class Store:
             if subresource != "status":
                 admission.admit(kind, new, old)
             out = self._write(kind, old, new, dry_run)
-        self.notify()
+        self._notify_if_changed()
         return out
 
     @staticmethod
@@ -296,7 +313,7 @@ class Store:
             if subresource != "status":
                 admission.admit(kind, new, old)
             out = self._write(kind, old, new, dry_run)
-        self.notify()
+        self._notify_if_changed()
         return out
 
     def mutate(self, key: str, ns: str | None, name: str, fn: Callable[[Obj], None]) -> Obj | None:
@@ -308,7 +325,7 @@ class Store:
             new = copy.deepcopy(old)
             fn(new)
             out = self._write(BY_KEY[key], old, new)
-        self.notify()
+        self._notify_if_changed()
         return out
 
     def delete(self, kind: Kind, ns: str | None, name: str, propagation: str | None = None,
@@ -362,7 +379,7 @@ class Store:
                 self._objs[kind.key][key] = new
                 self._record("MODIFIED", kind.key, new, copy.deepcopy(obj))
                 out = copy.deepcopy(new)
-        self.notify()
+        self._notify_if_changed()
         return out
 
     def remove_finalizer(self, key: str, ns: str | None, name: str, finalizer: str) -> None:
