@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from murphy.runtimes.kubernetes_fake.logs import LogBuffer
@@ -47,7 +48,7 @@ class ContainerRun:
         self._readers: list[threading.Thread] = []
 
     # --- lifecycle -------------------------------------------------------------------------
-    def start(self, sandbox_spec: dict[str, Any], python: str, on_output: Any) -> None:
+    def start(self, sandbox_spec: dict[str, Any], python: str, on_output: Callable[[bool], None]) -> None:
         spec_path = os.path.join(self.dir, "sandbox.json")
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump(sandbox_spec, f)
@@ -63,12 +64,13 @@ class ContainerRun:
             t.start()
             self._readers.append(t)
 
-    def _read(self, stream: str, pipe: IO[bytes] | None, on_output: Any) -> None:
+    def _read(self, stream: str, pipe: IO[bytes] | None, on_output: Callable[[bool], None]) -> None:
         assert pipe is not None and self.buffer is not None
         for line in iter(pipe.readline, b""):
             self.buffer.append(stream, line)
-            on_output()
+            on_output(False)
         pipe.close()
+        on_output(True)
 
     @property
     def running(self) -> bool:

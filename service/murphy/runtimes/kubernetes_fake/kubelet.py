@@ -45,11 +45,12 @@ class Kubelet:
     def poke(self) -> None:
         self._wake.set()
 
-    def on_output(self) -> None:
-        """A container wrote a line (or its output ended): wake the log followers, and this
-        loop, which notices the exit."""
+    def on_output(self, ended: bool) -> None:
+        """A container wrote a line: wake the log followers; its output ended: wake this loop
+        too, to notice the exit at once."""
         self.cluster.store.notify_logs()
-        self._wake.set()
+        if ended:
+            self._wake.set()
 
     def start(self) -> None:
         self.cluster.store.subscribe(self.poke)
