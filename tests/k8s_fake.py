@@ -23,7 +23,7 @@ import pytest
 from murphy.runtimes.kubernetes_fake import FakeCluster
 
 #: Test images: a Python with no entrypoint of its own (pods give it a command).
-TEST_IMAGES = {"python:3.11*": ["python3"], "example.com/trainer:*": ["python3"]}
+TEST_IMAGES: dict[str, Any] = {"example.com/trainer:*": {"cmd": ["python3"]}}
 
 
 def namespaces_available() -> str | None:

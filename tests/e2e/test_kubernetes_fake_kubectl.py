@@ -160,3 +160,17 @@ def test_a_failing_rendered_job_carries_the_toolkits_failure_message(fake_k8s: F
     pod = get(fake_k8s, "pods", "-n", "murphy-jobs", "-l", f"batch.kubernetes.io/job-name={job_name}")["items"][0]
     term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert term["exitCode"] == 1 and term["message"] == "channel 'train': no objects at s3://empty-inputs/train", term
+
+
+def test_kubectl_run_and_create_job_use_the_images_cmd(fake_k8s: FakeCluster) -> None:
+    """``kubectl run ... -- ARGS`` sets args (the image's CMD is replaced, its ENTRYPOINT kept);
+    ``kubectl create job ... -- CMD`` sets command."""
+    kubectl(fake_k8s, "run", "solo", "--image=python:3.11-slim", "--restart=Never", "--",
+            "python3", "-c", "print('solo pod')")
+    kubectl(fake_k8s, "create", "job", "quick", "--image=python:3.11-slim", "--", "python3", "-c", "print('quick job')")
+    kubectl(fake_k8s, "wait", "--for=condition=complete", "job/quick", "--timeout=60s", timeout=90)
+    kubectl(fake_k8s, "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/solo", "--timeout=60s", timeout=90)
+    assert kubectl(fake_k8s, "logs", "solo") == "solo pod\n"
+    assert kubectl(fake_k8s, "logs", "job/quick") == "quick job\n"
+    kubectl(fake_k8s, "delete", "pod", "solo", "--grace-period=0", "--force")
+    fake_k8s.wait_for(lambda: fake_k8s.store.find("pods", "default", "solo") is None, what="solo gone")

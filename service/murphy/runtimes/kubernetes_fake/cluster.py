@@ -22,7 +22,7 @@ from murphy.runtimes.kubernetes_fake.controllers import (
     node_object,
 )
 from murphy.runtimes.kubernetes_fake.faults import Faults
-from murphy.runtimes.kubernetes_fake.images import ImageResolver
+from murphy.runtimes.kubernetes_fake.images import ImageResolver, ImageSpec
 from murphy.runtimes.kubernetes_fake.jobs import JobController
 from murphy.runtimes.kubernetes_fake.kinds import BY_KEY, Kind
 from murphy.runtimes.kubernetes_fake.kubelet import Kubelet
@@ -42,7 +42,7 @@ class FakeCluster:
     kubelet's retry delays (image pull back-off, config errors) for tests."""
 
     def __init__(self, root: str, *, catalog: ImageCatalog | None = None,
-                 images: Mapping[str, Sequence[str]] | None = None, python: str = sys.executable,
+                 images: Mapping[str, ImageSpec] | None = None, python: str = sys.executable,
                  namespaces: Sequence[str] = ("default", "murphy-jobs"), service_accounts: Sequence[str] = ("murphy-workload",),
                  capacity: Mapping[str, str] | None = None,
                  node_labels: Mapping[str, str] | None = None, taints: Sequence[Mapping[str, Any]] = (),
