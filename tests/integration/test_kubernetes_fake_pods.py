@@ -211,8 +211,6 @@ def test_fallback_to_logs_backoff_limit_and_deadline(fake_k8s: FakeCluster) -> N
 
 def test_two_hosts_resolve_each_other_through_the_headless_service(fake_k8s: FakeCluster) -> None:
     c = client(fake_k8s)
-    c.create(from_dict({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "pair"},
-                        "spec": {"clusterIP": "None", "selector": {"batch.kubernetes.io/job-name": "pair"}}}))
     script = ("import os, socket, time\n"
               "me = int(os.environ['JOB_COMPLETION_INDEX']); peer = f'pair-{1 - me}.pair'\n"
               "for _ in range(200):\n"
@@ -220,6 +218,10 @@ def test_two_hosts_resolve_each_other_through_the_headless_service(fake_k8s: Fak
               "    except OSError:\n        time.sleep(0.05)\n"
               "else:\n    raise SystemExit('peer never resolved')\n")
     c.create(job("pair", script, completions=2, pod={"subdomain": "pair"}))
+    # The headless Service may come after the pods: names appear once it exists, as with cluster DNS.
+    fake_k8s.wait_for(lambda: len(pods_of(c, "pair")) == 2, what="both pods")
+    c.create(from_dict({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "pair"},
+                        "spec": {"clusterIP": "None", "selector": {"batch.kubernetes.io/job-name": "pair"}}}))
     wait_job(fake_k8s, c, "pair", "Complete")
     pods = pods_of(c, "pair")
     ips = [p.status.podIP for p in pods]

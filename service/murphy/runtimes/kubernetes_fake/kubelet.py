@@ -41,6 +41,7 @@ class Kubelet:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
         self.lock = threading.RLock()
+        self._hosts_signature: object = None
 
     def poke(self) -> None:
         self._wake.set()
@@ -88,6 +89,14 @@ class Kubelet:
             for uid in [u for u in self.workers if u not in seen]:
                 # Gone from the API (force-deleted, or its graceful deletion finished): its logs go too.
                 self.workers.pop(uid).stop()
+            # Names follow pods and headless Services as they come and go, as cluster DNS does.
+            services = sorted((s["metadata"]["namespace"], s["metadata"]["name"], str((s.get("spec") or {}).get("selector")))
+                              for s in self.cluster.store.iter_all("services") if (s.get("spec") or {}).get("clusterIP") == "None")
+            signature = (tuple(sorted((w.ns, w.uid, w.volumes_ready) for w in self.workers.values())), tuple(services))
+            if signature != self._hosts_signature:
+                self._hosts_signature = signature
+                for ns in {w.ns for w in self.workers.values() if w.volumes_ready}:
+                    self.update_hosts(ns)
 
     def update_hosts(self, ns: str) -> None:
         """Rewrite (in place: the containers have them bind-mounted) the /etc/hosts of the pods of ``ns``."""
