@@ -304,3 +304,18 @@ def test_a_force_deleted_pod_counts_as_failed(fake_k8s: FakeCluster) -> None:
     failed = wait_job(fake_k8s, c, "forced", "Failed")
     assert failed.status.failed == 1 and not pods_of(c, "forced")
     assert next(x.reason for x in failed.status.conditions if x.type == "Failed") == "BackoffLimitExceeded"
+
+
+def test_a_failing_init_container_fails_the_pod(fake_k8s: FakeCluster) -> None:
+    c = client(fake_k8s)
+    init = {"name": "murphy-init", "image": PY, "terminationMessagePolicy": "FallbackToLogsOnError",
+            "command": ["sh", "-c", "echo 'download failed: s3://nowhere/data' >&2; exit 2"]}
+    c.create(job("badinit", "print('never')", pod={"initContainers": [init]}))
+    wait_job(fake_k8s, c, "badinit", "Failed")
+    p = pods_of(c, "badinit")[0]
+    assert p.status.phase == "Failed"
+    term = p.status.initContainerStatuses[0].state.terminated
+    assert (term.exitCode, term.reason, term.message) == (2, "Error", "download failed: s3://nowhere/data\n")
+    assert p.status.containerStatuses[0].state.waiting.reason == "PodInitializing"
+    initialized = next(x for x in p.status.conditions if x.type == "Initialized")
+    assert initialized.status == "False"
