@@ -319,3 +319,22 @@ def test_a_failing_init_container_fails_the_pod(fake_k8s: FakeCluster) -> None:
     assert p.status.containerStatuses[0].state.waiting.reason == "PodInitializing"
     initialized = next(x for x in p.status.conditions if x.type == "Initialized")
     assert initialized.status == "False"
+
+
+def test_native_sidecar_runs_beside_the_app_and_stops_after_it(fake_k8s: FakeCluster) -> None:
+    """KEP-753: an init container with restartPolicy Always starts before the app containers, keeps
+    running beside them, and gets SIGTERM once they are done (murphy-sync's final upload)."""
+    c = client(fake_k8s)
+    sync = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *a: (print('final upload', flush=True), sys.exit(0)))\n"
+            "print('syncing', flush=True)\nwhile True: time.sleep(0.1)")
+    sidecar = {"name": "murphy-sync", "image": PY, "restartPolicy": "Always", "command": ["python", "-c", sync]}
+    c.create(job("sidecar", "print('training')", pod={"initContainers": [sidecar], "terminationGracePeriodSeconds": 5}))
+    done = wait_job(fake_k8s, c, "sidecar", "Complete")
+    assert done.status.succeeded == 1
+    p = pods_of(c, "sidecar")[0]
+    assert p.status.phase == "Succeeded"
+    assert list(c.log(p.metadata.name, container="murphy-sync")) == ["syncing\n", "final upload\n"]
+    assert list(c.log(p.metadata.name, container="main")) == ["training\n"]
+    side = p.status.initContainerStatuses[0].state.terminated
+    assert side.exitCode == 0 and side.startedAt <= p.status.containerStatuses[0].state.terminated.startedAt

@@ -27,6 +27,8 @@ FALLBACK_LINES, FALLBACK_BYTES = 80, 2048
 class ContainerRun:
     def __init__(self, spec: dict[str, Any], init: bool, pod_dir: str) -> None:
         self.spec, self.name, self.init = spec, spec["name"], init
+        #: A native sidecar (KEP-753): an init container with ``restartPolicy: Always``.
+        self.sidecar = init and spec.get("restartPolicy") == "Always"
         self.dir = os.path.join(pod_dir, "containers", self.name)
         os.makedirs(self.dir, exist_ok=True)
         self.term_file = os.path.join(self.dir, "termination-log")
@@ -134,7 +136,7 @@ class ContainerRun:
             out["containerID"] = self.container_id
         elif self.proc is not None:
             out["state"] = {"running": {"startedAt": self.started_at}}
-            out.update(ready=not self.init, started=True, containerID=self.container_id)
+            out.update(ready=not self.init or self.sidecar, started=True, containerID=self.container_id)
         elif self.never_started:
             out["state"] = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
                                            "message": "The container could not be located when the pod was terminated",

@@ -10,7 +10,8 @@ ImagePullBackOff/InvalidImageName/CreateContainerConfigError, running, terminate
 code, reason ``Completed``/``Error``/``OOMKilled`` and the termination message). Deletion:
 SIGTERM to each container, SIGKILL to what is left after the grace period, then the pod object
 goes. Events: Pulling, Pulled, Failed, BackOff, Created, Started, Killing, FailedMount.
-``restartPolicy: Never`` only (a failed container is not restarted).
+Native sidecars (init containers with ``restartPolicy: Always``) start before the app containers
+and get SIGTERM once those are done. ``restartPolicy: Never`` only (no container is restarted).
 """
 
 from __future__ import annotations
