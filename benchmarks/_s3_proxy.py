@@ -48,6 +48,13 @@ def stats(url: str) -> dict[str, int]:
     return data
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: a reader opening 16 connections at once (murphy's
+    # batch GET) overflows it and the kernel drops SYNs, which costs a 1 s retransmit. A real S3
+    # endpoint has no such limit, so neither may the proxy.
+    request_queue_size = 256
+
+
 class S3Proxy:
     """A threaded reverse proxy on 127.0.0.1 (one upstream connection per proxy thread)."""
 
@@ -58,7 +65,7 @@ class S3Proxy:
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="s3-proxy", daemon=True)
 
