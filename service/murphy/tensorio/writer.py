@@ -14,7 +14,7 @@ from typing import Any
 from murphy.core.collection import CollectionsDoc
 from murphy.core.modes import ModeKeys
 from murphy.exceptions import SMDebugRuntimeError
-from murphy.storage.base import ObjectStore
+from murphy.storage.base import ObjectStore, put_parts
 from murphy.tensorio.events import encode_tensor_event_parts
 from murphy.tensorio.framing import Buffer, frame_parts
 from murphy.tensorio.index import IndexEntry, ShapeEntry, StepIndex
@@ -30,8 +30,8 @@ from murphy.tensorio.locations import (
 class StepWriter:
     """Buffers the records of one (global step, worker) and writes them on :meth:`close`.
 
-    Each :meth:`add` encodes (and so copies) the tensor at once, so the caller may reuse or
-    mutate its array afterwards. Zero-size arrays are skipped, as smdebug does. Nothing is
+    Each :meth:`add` encodes (and, unless ``copy=False``, copies) the tensor at once, so the
+    caller may reuse or mutate its array afterwards. Zero-size arrays are skipped, as smdebug does. Nothing is
     written for a step with no records and no shapes. Usable as a context manager.
     """
 
@@ -73,10 +73,14 @@ class StepWriter:
         shape_of: Sequence[int] | None = None,
         original_dtype: str | None = None,
         wall_time: float | None = None,
+        copy: bool = True,
     ) -> IndexEntry | None:
         """Buffer one tensor record; returns its index entry (None if skipped: zero-size).
 
-        ``shape_of`` also records that shape in the index's ``shape_payload``.
+        ``shape_of`` also records that shape in the index's ``shape_payload``. With
+        ``copy=False`` the record keeps a view of ``array`` (no copy) until :meth:`close` writes
+        it: the caller must not change the array before then (the hook's writer owns its
+        snapshots, so it passes False).
         """
         self._check_open()
         if shape_of is not None:
@@ -85,7 +89,7 @@ class StepWriter:
             return None
         payload = encode_tensor_event_parts(
             name, array, step=self.step, mode=self.mode, mode_step=self.mode_step,
-            wall_time=wall_time, original_dtype=original_dtype,
+            wall_time=wall_time, original_dtype=original_dtype, copy=copy,
         )
         parts, length = frame_parts(payload)
         entry = IndexEntry(name, self._offset, length)
@@ -109,7 +113,9 @@ class StepWriter:
             return
         self._closed = True
         if self._entries:
-            self.store.put(self.event_file_name, b"".join(self._parts))
+            # One file, written from the pieces (headers, tensor memory) with writev where the
+            # store can: no join, no copy of the step's tensors.
+            put_parts(self.store, self.event_file_name, self._parts)
         if self._entries or self._shapes:
             self.store.put(self.index_file_name, self.index().to_json_bytes())
         self._parts = []
