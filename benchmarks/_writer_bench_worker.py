@@ -106,6 +106,7 @@ class Job:
         self.impl, self.tensors = (variant.split("-") if variant else (None, None))
         self.out_dir = tempfile.mkdtemp(prefix=f"{variant or 'plain'}-", dir=scratch) + "/run"
         self.raw = raw_files.get(self.tensors or "") if self.impl == "raw" else None
+        self.raw_cpu = 0.0
         if self.impl in ("murphy", "smdebug"):
             Hook, SaveConfig, ReductionConfig, modes = _hook_api(self.impl)
             self.hook = Hook(out_dir=self.out_dir, save_config=SaveConfig(save_interval=1),
@@ -130,6 +131,13 @@ class Job:
 
     def _raw_write(self, step: int) -> None:
         # The floor: the layout's one new directory per step, then one write per file.
+        t0 = time.thread_time()
+        try:
+            self._raw_files(step)
+        finally:
+            self.raw_cpu += time.thread_time() - t0
+
+    def _raw_files(self, step: int) -> None:
         os.mkdir(os.path.join(self.out_dir, "events", f"{step:012d}"))
         for pattern, data in self.raw or ():
             fd = os.open(os.path.join(self.out_dir, pattern.format(step=step)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -159,6 +167,38 @@ class Job:
             self.hook.close()
 
 
+class CallbackClock:
+    """Thread CPU spent inside every torch hook callback (both libraries register theirs through
+    these three methods), so a variant's own CPU can be measured directly, not only as a
+    difference of two blocks."""
+
+    def __init__(self) -> None:
+        self.acc = 0.0
+
+    def install(self) -> None:
+        for owner, attr in ((nn.Module, "register_forward_pre_hook"), (nn.Module, "register_forward_hook"),
+                            (torch.Tensor, "register_hook")):
+            orig = getattr(owner, attr)
+
+            def patched(obj: Any, hook: Callable[..., Any], *a: Any, _orig: Any = orig, **kw: Any) -> Any:
+                return _orig(obj, self._wrap(hook), *a, **kw)
+
+            setattr(owner, attr, patched)
+
+    def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.acc += time.thread_time() - t0
+
+        return timed
+
+
+CALLBACKS = CallbackClock()
+
+
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -172,11 +212,18 @@ def _switches() -> int:
 def block(job: Job, steps: int) -> dict[str, float]:
     """One timed block of ``steps`` steps of ``job``."""
     c0, t0, w0, s0 = _cpu(), time.thread_time(), time.perf_counter(), _switches()
+    cb0, raw0 = CALLBACKS.acc, job.raw_cpu
     for _ in range(steps):
         job.step()
     w_steps = time.perf_counter() - w0
     job.end_block()
+    cpu, train = _cpu() - c0, time.thread_time() - t0
+    # direct: this variant's own CPU: its callbacks and raw writes on the training thread, plus
+    # every other thread (the writer threads) over the block.
+    direct = (CALLBACKS.acc - cb0) + (job.raw_cpu - raw0) + max(0.0, cpu - train)
     out = {
+        "direct_cpu_ms": direct * 1e3,
+        "dropped": float(job.hook.steps_dropped) if job.impl == "murphy" else 0.0,
         "cpu_ms": (_cpu() - c0) * 1e3, "train_cpu_ms": (time.thread_time() - t0) * 1e3,
         "train_wall_ms": w_steps * 1e3, "wall_ms": (time.perf_counter() - w0) * 1e3,
         "switches": float(_switches() - s0),
@@ -215,11 +262,13 @@ class PhaseClock:
         self._undo: list[Callable[[], None]] = []
         self._local = threading.local()
 
-    def wrap(self, owner: Any, attr: str, phase: str) -> None:
+    def wrap(self, owner: Any, attr: str, phase: str, thread: str | None = None) -> None:
         orig = getattr(owner, attr)
         clock = self
 
         def timed(*args: Any, **kwargs: Any) -> Any:
+            if thread is not None and threading.current_thread().name != thread:
+                return orig(*args, **kwargs)
             # Nested phases are charged to the innermost one only.
             outer = getattr(clock._local, "phase", None)
             t0 = time.thread_time()
@@ -257,11 +306,11 @@ def phases(scratch: str, steps: int) -> dict[str, Any]:
     clock.wrap(tw, "frame_parts", "framing + length CRC (writer)")
     clock.wrap(ti.StepIndex, "to_json_bytes", "index JSON (writer)")
     for name in ("mkdir", "open", "write", "writev", "close", "replace", "fchmod", "unlink"):
-        if hasattr(os, name):
-            clock.wrap(os, name, f"os.{name} (writer)")
+        if hasattr(os, name):  # the files' system calls, on the writer thread only
+            clock.wrap(os, name, f"os.{name} (writer)", thread="murphy-hook-writer")
     for attr in ("put", "put_parts"):
         if hasattr(sl.LocalObjectStore, attr):
-            clock.wrap(sl.LocalObjectStore, attr, "store put, rest: temp name, Path, fdopen (writer)")
+            clock.wrap(sl.LocalObjectStore, attr, "store put, rest (writer)")
     writer_cpu: list[float] = []
     orig_run = hw.BackgroundWriter._run
 
@@ -309,6 +358,7 @@ def main() -> None:
     cores = sorted(os.sched_getaffinity(0))[: args.cores]
     os.sched_setaffinity(0, cores)
     torch.set_num_threads(1)
+    CALLBACKS.install()
     variants = args.variants.split(",")
     scratch = tempfile.mkdtemp(prefix="writer-bench-")
     try:

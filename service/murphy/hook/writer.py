@@ -278,19 +278,24 @@ class BackgroundWriter:
     def _write_step(self, batch: StepBatch) -> None:
         if batch.fence is not None:
             batch.fence()
-        writer = StepWriter(self._store, batch.step, self._worker, batch.mode, batch.mode_step)
+        # stream: records reach the file as they are encoded (short GIL holds, see StepWriter).
+        writer = StepWriter(self._store, batch.step, self._worker, batch.mode, batch.mode_step, stream=True)
         # The step's arrays are kept for TensorBoard only when it is on (no list otherwise).
         arrays: list[tuple[str, Any]] | None = [] if self.tensorboard is not None else None
         to_numpy, add = self._backend.to_numpy, writer.add
-        for rec in batch.records:
-            if rec.snap is None:
-                writer.add_shape(rec.name, rec.shape or ())
-                continue
-            array, original_dtype = to_numpy(rec.snap)
-            # copy=False: the snapshot is this thread's until _give_back, after the files.
-            add(rec.name, array, original_dtype=original_dtype, shape_of=rec.shape, copy=False)
-            if arrays is not None:
-                arrays.append((rec.name, array))
+        try:
+            for rec in batch.records:
+                if rec.snap is None:
+                    writer.add_shape(rec.name, rec.shape or ())
+                    continue
+                array, original_dtype = to_numpy(rec.snap)
+                # copy=False: the snapshot is this thread's until _give_back, after the files.
+                add(rec.name, array, original_dtype=original_dtype, shape_of=rec.shape, copy=False)
+                if arrays is not None:
+                    arrays.append((rec.name, array))
+        except BaseException:
+            writer.abort()
+            raise
         writer.close()
         self.steps_written += 1
         if self.tensorboard is not None and arrays is not None:

@@ -60,6 +60,55 @@ def write_all(fd: int, parts: Sequence[Buffer]) -> None:
             break
 
 
+class LocalPartsFile:
+    """One ``open`` of a temp file in the target directory (``mkdir`` only when the directory is
+    missing), the writes, ``close``, one ``os.replace``. The temp name ends in .tmp, which list()
+    hides, as smdebug's readers expect, and the rename never crosses filesystems."""
+
+    def __init__(self, key: str, path: str) -> None:
+        self.key = key
+        self._path = path
+        directory, _, name = path.rpartition("/")
+        self._tmp = _tmp_name(directory, name)
+        try:
+            try:
+                self._fd = os.open(self._tmp, _CREATE, 0o666)  # the kernel applies the umask, as open() does
+            except FileNotFoundError:
+                os.makedirs(directory, exist_ok=True)
+                self._fd = os.open(self._tmp, _CREATE, 0o666)
+        except OSError as e:
+            raise StorageError(f"cannot write {key}: {e}") from e
+        self._open = True
+
+    def write(self, parts: Sequence[Buffer]) -> None:
+        """Append ``parts`` (the GIL is released during the system call)."""
+        try:
+            write_all(self._fd, parts)
+        except OSError as e:
+            raise StorageError(f"cannot write {self.key}: {e}") from e
+
+    def commit(self) -> None:
+        """Close and rename into place: readers now see the whole file."""
+        try:
+            self._close()
+            os.replace(self._tmp, self._path)
+        except OSError as e:
+            self.abort()
+            raise StorageError(f"cannot write {self.key}: {e}") from e
+
+    def abort(self) -> None:
+        """Close and delete the temp file (the key keeps its old object, if any)."""
+        with contextlib.suppress(OSError):
+            self._close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._tmp)
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            os.close(self._fd)
+
+
 class LocalObjectStore:
     """An :class:`ObjectStore` over a directory. Keys map to relative paths."""
 
@@ -102,33 +151,19 @@ class LocalObjectStore:
         self.put_parts(key, (data,))
 
     def put_parts(self, key: str, parts: Sequence[Buffer]) -> None:
-        """:meth:`put` of the concatenation of ``parts``, written with ``writev`` (no join).
-
-        One ``open`` of a temp file in the target directory (``mkdir`` only when the directory
-        is missing), the writes, ``close``, one ``os.replace``: the temp name ends in .tmp, which
-        list() hides, as smdebug's readers expect, and the rename never crosses filesystems.
-        """
-        path = self._path_str(key)
-        directory, _, name = path.rpartition("/")
-        tmp = _tmp_name(directory, name)
+        """:meth:`put` of the concatenation of ``parts``, written with ``writev`` (no join)."""
+        f = self.open_parts(key)
         try:
-            try:
-                fd = os.open(tmp, _CREATE, 0o666)  # the kernel applies the umask, as open() does
-            except FileNotFoundError:
-                os.makedirs(directory, exist_ok=True)
-                fd = os.open(tmp, _CREATE, 0o666)
-            try:
-                try:
-                    write_all(fd, parts)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError as e:
-            raise StorageError(f"cannot write {key}: {e}") from e
+            f.write(parts)
+        except BaseException:
+            f.abort()
+            raise
+        f.commit()
+
+    def open_parts(self, key: str) -> LocalPartsFile:
+        """A file for ``key`` written piece by piece, visible only at :meth:`LocalPartsFile.commit`
+        (with :meth:`put`'s atomicity)."""
+        return LocalPartsFile(key, self._path_str(key))
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[str]:
         # Walk only the directory the prefix names, then filter: the tensor layout puts the

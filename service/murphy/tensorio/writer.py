@@ -26,6 +26,9 @@ from murphy.tensorio.locations import (
     index_file_key,
 )
 
+STREAM_CHUNK = 256 << 10
+STREAM_PARTS = 48
+
 
 class StepWriter:
     """Buffers the records of one (global step, worker) and writes them on :meth:`close`.
@@ -42,6 +45,8 @@ class StepWriter:
         worker: str = DEFAULT_WORKER_NAME,
         mode: ModeKeys = ModeKeys.GLOBAL,
         mode_step: int | None = None,
+        *,
+        stream: bool = False,
     ) -> None:
         self.store = store
         self.step = step
@@ -55,6 +60,12 @@ class StepWriter:
         self._shapes: list[ShapeEntry] = []
         self._offset = 0
         self._closed = False
+        # Streaming (stores with open_parts): records go to the temp file in runs of about
+        # STREAM_CHUNK bytes as they are added, so a writer thread holds the GIL only briefly
+        # between system calls (each releases it) instead of for a whole step's encoding.
+        self._open_parts = getattr(store, "open_parts", None) if stream else None
+        self._file: Any = None
+        self._buffered = 0
 
     @property
     def closed(self) -> bool:
@@ -96,7 +107,17 @@ class StepWriter:
         self._parts.extend(parts)
         self._entries.append(entry)
         self._offset += length
+        if self._open_parts is not None:
+            self._buffered += length
+            if self._buffered >= STREAM_CHUNK or len(self._parts) >= STREAM_PARTS:
+                self._drain()
         return entry
+
+    def _drain(self) -> None:
+        if self._file is None:
+            self._file = self._open_parts(self.event_file_name)  # type: ignore[misc]
+        parts, self._parts, self._buffered = self._parts, [], 0
+        self._file.write(parts)
 
     def add_shape(self, name: str, shape: Sequence[int], *, original_name: str | None = None) -> None:
         """Record a tensor's shape in ``shape_payload`` (no tensor record)."""
@@ -112,13 +133,28 @@ class StepWriter:
         if self._closed:
             return
         self._closed = True
-        if self._entries:
+        if self._entries and self._open_parts is not None:
+            try:
+                self._drain()
+                self._file.commit()
+            except BaseException:
+                self.abort()
+                raise
+        elif self._entries:
             # One file, written from the pieces (headers, tensor memory) with writev where the
             # store can: no join, no copy of the step's tensors.
             put_parts(self.store, self.event_file_name, self._parts)
         if self._entries or self._shapes:
             self.store.put(self.index_file_name, self.index().to_json_bytes())
         self._parts = []
+
+    def abort(self) -> None:
+        """Give up on the step: nothing of it becomes visible (a streamed temp file is deleted)."""
+        self._closed = True
+        self._parts = []
+        if self._file is not None:
+            self._file.abort()
+            self._file = None
 
     def _check_open(self) -> None:
         if self._closed:

@@ -162,3 +162,29 @@ def test_local_put_leaves_no_temp_file_when_writing_fails(tmp_path: Path, monkey
         store.put("k", b"new")
     assert store.get("k") == b"old"
     assert sorted(os.listdir(tmp_path)) == ["k"]
+
+
+def test_streamed_step_file_appears_whole_or_not_at_all(tmp_path: Path) -> None:
+    from murphy.core.modes import ModeKeys
+    from murphy.tensorio.writer import StepWriter
+
+    store = LocalObjectStore(tmp_path)
+    writer = StepWriter(store, 3, mode=ModeKeys.TRAIN, stream=True)
+    for i in range(60):  # more than one streamed run of records
+        writer.add(f"t{i}", np.full(40_000, i, dtype=np.float32), copy=False)
+    events = tmp_path / "events" / "000000000003"
+    assert [p.name for p in events.iterdir() if not p.name.endswith(".tmp")] == []  # not visible yet
+    writer.close()
+    data = store.get("events/000000000003/000000000003_worker_0.tfevents")
+    values = [decode_tensor_event(p).value for p in iter_records(data)]
+    assert [v[0] for v in values] == list(range(60)) and all(v.shape == (40_000,) for v in values)
+    assert [p.name for p in events.iterdir()] == ["000000000003_worker_0.tfevents"]
+    assert store.exists("index/000000000/000000000003_worker_0.json")
+
+    aborted = StepWriter(store, 4, stream=True)
+    for i in range(60):
+        aborted.add(f"t{i}", np.zeros(40_000, dtype=np.float32), copy=False)
+    aborted.abort()
+    assert not (tmp_path / "events" / "000000000004").exists() or not any(
+        (tmp_path / "events" / "000000000004").iterdir())
+    assert not store.exists("index/000000000/000000000004_worker_0.json")
