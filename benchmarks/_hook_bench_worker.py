@@ -33,8 +33,9 @@ ROWS: dict[str, tuple[int, list[str], dict[str, Any], bool]] = {
     "weights+grads/100": (100, ["losses", "weights", "biases", "gradients"], {"save_raw_tensor": True}, False),
     # The same tensors for both libraries, every step.
     "weights+grads/1": (1, ["losses", "weights", "biases", "gradients"], {"save_raw_tensor": True}, False),
-    # save_all: murphy also writes every layer's inputs and outputs; smdebug 1.0.34 writes none
-    # on torch 2.x, so this row compares unequal work (the driver prints the MB each wrote).
+    # save_all: also every layer's inputs and outputs. smdebug 1.0.34's "outputs"/"inputs"
+    # collections save nothing on torch 2.x, but save_all's ".*" does: both libraries write the
+    # same bytes here (the driver prints the MB each wrote and flags a difference).
     "everything/1": (1, ["losses", "weights", "biases", "gradients"], {"save_raw_tensor": True}, True),
 }
 

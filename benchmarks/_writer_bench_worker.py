@@ -8,8 +8,8 @@ variant alike. A variant saves every step:
 * ``murphy-wg`` / ``murphy-wgo``: murphy's PyTorch hook, weights+biases+gradients (``wg``), plus
   the layer outputs (``wgo``);
 * ``smdebug-wg`` / ``smdebug-wgo``: the same with the real smdebug 1.0.34 (run by its venv's
-  python; this file then never imports murphy). smdebug 1.0.34 writes no layer outputs on torch 2.x,
-  so its ``wgo`` saves less than murphy's: the driver prints the MB each variant really wrote;
+  python; this file then never imports murphy). Layer outputs are selected by ``include_regex``
+  (smdebug's "outputs" collection saves nothing on torch 2.x), so both write the same bytes;
 * ``raw-wg`` / ``raw-wgo``: the floor: the bytes murphy's hook wrote for that step (captured once,
   before timing), written with one ``write`` per file into the same layout (one ``mkdir`` for the
   step's events directory, then ``open``/``write``/``close`` of the events file and the index file),
@@ -47,8 +47,11 @@ from torch import nn
 BATCH = 16
 COLLECTIONS = {
     "wg": ["weights", "biases", "gradients"],
-    "wgo": ["weights", "biases", "gradients", "outputs"],
+    "wgo": ["weights", "biases", "gradients"],
 }
+# Layer outputs are selected by name (smdebug 1.0.34's "outputs" collection saves nothing on
+# torch 2.x, its include_regex does; both libraries then write the same tensors and bytes).
+OUTPUT_REGEX = {"wg": None, "wgo": [r"_output_\d+$"]}
 
 
 class Net(nn.Module):
@@ -111,7 +114,8 @@ class Job:
             Hook, SaveConfig, ReductionConfig, modes = _hook_api(self.impl)
             self.hook = Hook(out_dir=self.out_dir, save_config=SaveConfig(save_interval=1),
                              reduction_config=ReductionConfig(save_raw_tensor=True),
-                             include_collections=COLLECTIONS[self.tensors or "wg"])
+                             include_collections=COLLECTIONS[self.tensors or "wg"],
+                             include_regex=OUTPUT_REGEX[self.tensors or "wg"])
             self.hook.register_module(self.model)
             self.hook.register_loss(self.loss_fn)
             self.hook.set_mode(modes.TRAIN)

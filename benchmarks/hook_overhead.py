@@ -13,10 +13,11 @@ a no-hook model in *that* interpreter (benchmarks/_hook_bench_worker.py), two wa
   Pairing single steps cancels load drifts that whole runs cannot; charging the writer's CPU to
   the hooked side makes it an upper bound. Rows 1-2's verdicts use this estimate.
 
-Rows 3-4 save every step: row 3 ("weights+grads/1") the same tensors for both libraries; row 4
-("everything/1", save_all) adds every layer's inputs and outputs, which smdebug 1.0.34 does not
-write on torch 2.x, so row 4 compares unequal work (the last column prints the MB per step each
-library wrote, and the verdicts say so).
+Rows 3-4 save every step: row 3 ("weights+grads/1") weights, biases, gradients and losses; row 4
+("everything/1", save_all) also every layer's inputs and outputs. smdebug 1.0.34's "inputs" and
+"outputs" collections save nothing on torch 2.x, but save_all does, so both rows compare the same
+work; the last column prints the MB per step each library wrote and the verdicts flag any
+difference ("UNEQUAL WORK").
 
 "in-hook" is a third, low-noise
 estimate: the mean time per step spent inside the hook's torch callbacks (plus hook.close()
