@@ -13,7 +13,7 @@ from murphy.storage.base import ObjectStore, join_key
 
 _TMP_SUFFIX = ".tmp"
 # O_EXCL: a temp name is never shared; a stale one (a crashed process with the same pid) fails
-# the open instead of being written through, and _tmp_name's counter moves past it.
+# the open instead of being written through, and _create moves on to the next name.
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -33,6 +33,23 @@ Buffer = bytes | bytearray | memoryview
 def _tmp_name(directory: str, name: str) -> str:
     # Unique per process and call without the random names (and retries) of mkstemp.
     return f"{directory}/{name}.{os.getpid()}-{next(_tmp_counter)}{_TMP_SUFFIX}"
+
+
+def _create(directory: str, name: str) -> tuple[str, int]:
+    """Create a new temp file beside ``directory/name``; returns ``(temp path, fd)``."""
+    made_dir = False
+    for _ in range(8):
+        tmp = _tmp_name(directory, name)
+        try:
+            return tmp, os.open(tmp, _CREATE, 0o666)  # the kernel applies the umask, as open() does
+        except FileNotFoundError:
+            if made_dir:
+                raise
+            os.makedirs(directory, exist_ok=True)
+            made_dir = True
+        except FileExistsError:
+            continue  # a stale temp file of an earlier process with this pid: the next name
+    raise FileExistsError(f"no free temp name for {directory}/{name}")
 
 
 def _bytes_view(buf: Buffer) -> memoryview:
@@ -69,13 +86,8 @@ class LocalPartsFile:
         self.key = key
         self._path = path
         directory, _, name = path.rpartition("/")
-        self._tmp = _tmp_name(directory, name)
         try:
-            try:
-                self._fd = os.open(self._tmp, _CREATE, 0o666)  # the kernel applies the umask, as open() does
-            except FileNotFoundError:
-                os.makedirs(directory, exist_ok=True)
-                self._fd = os.open(self._tmp, _CREATE, 0o666)
+            self._tmp, self._fd = _create(directory, name)
         except OSError as e:
             raise StorageError(f"cannot write {key}: {e}") from e
         self._open = True

@@ -188,3 +188,16 @@ def test_streamed_step_file_appears_whole_or_not_at_all(tmp_path: Path) -> None:
     assert not (tmp_path / "events" / "000000000004").exists() or not any(
         (tmp_path / "events" / "000000000004").iterdir())
     assert not store.exists("index/000000000/000000000004_worker_0.json")
+
+
+def test_local_put_skips_a_stale_temp_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A crashed process with the same pid may have left the temp name the counter gives next.
+    store = LocalObjectStore(tmp_path)
+    store.put("d/x", b"1")
+    counter = local_store._tmp_counter
+    nxt = next(counter)
+    (tmp_path / "d" / f"y.{os.getpid()}-{nxt + 1}.tmp").write_bytes(b"stale")
+    monkeypatch.setattr(local_store, "_tmp_counter", iter(range(nxt + 1, nxt + 100)))
+    store.put("d/y", b"new")
+    assert store.get("d/y") == b"new"
+    assert (tmp_path / "d" / f"y.{os.getpid()}-{nxt + 1}.tmp").read_bytes() == b"stale"
