@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -30,6 +31,11 @@ ROWS: dict[str, tuple[int, list[str], dict[str, Any], bool]] = {
         False,
     ),
     "weights+grads/100": (100, ["losses", "weights", "biases", "gradients"], {"save_raw_tensor": True}, False),
+    # The same tensors for both libraries, every step.
+    "weights+grads/1": (1, ["losses", "weights", "biases", "gradients"], {"save_raw_tensor": True}, False),
+    # save_all: also every layer's inputs and outputs. smdebug 1.0.34's "outputs"/"inputs"
+    # collections save nothing on torch 2.x, but save_all's ".*" does: both libraries write the
+    # same bytes here (the driver prints the MB each wrote and flags a difference).
     "everything/1": (1, ["losses", "weights", "biases", "gradients"], {"save_raw_tensor": True}, True),
 }
 
@@ -130,11 +136,17 @@ class Job:
         loss.backward()
         self.opt.step()
 
-    def close(self) -> None:
+    def close(self) -> int:
+        """Close the hook and delete its output; returns the bytes of tensor files it wrote."""
         if self.hook is not None:
             self.hook.close()
+        size = 0
         if self.out_dir is not None:
+            for sub in ("events", "index"):
+                for dirpath, _, files in os.walk(os.path.join(self.out_dir, "run", sub)):
+                    size += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
             shutil.rmtree(self.out_dir, ignore_errors=True)
+        return size
 
 
 def train(steps: int, impl: str | None, row: str | None, timer: CallbackTimer | None = None) -> dict[str, Any]:
@@ -154,8 +166,9 @@ def train(steps: int, impl: str | None, row: str | None, timer: CallbackTimer | 
     if job.hook is not None:
         job.hook.close()
     t1 = time.perf_counter()
-    job.close()
-    return {"ms_per_step": (t1 - t0) * 1e3 / steps, "close_ms": (t1 - t_close) * 1e3, "callback_ms": [x * 1e3 for x in per_step]}
+    size = job.close()
+    return {"ms_per_step": (t1 - t0) * 1e3 / steps, "close_ms": (t1 - t_close) * 1e3,
+            "callback_ms": [x * 1e3 for x in per_step], "mb_per_step": size / 1e6 / (WARMUP + steps)}
 
 
 def alternating(impl: str, row: str, rounds: int) -> list[dict[str, float]]:
@@ -223,7 +236,7 @@ def main() -> None:
             "no_hook_ms": base, "hook_ms": hooked, "close_ms": timed["close_ms"],
             "callback_mean_ms": float(cb.mean()) + timed["close_ms"] / len(cb),
             "callback_p50_ms": float(np.percentile(cb, 50)), "callback_p99_ms": float(np.percentile(cb, 99)),
-            "callback_max_ms": float(cb.max()),
+            "callback_max_ms": float(cb.max()), "mb_per_step": timed["mb_per_step"],
         }
     print(json.dumps(result))
 

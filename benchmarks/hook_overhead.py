@@ -13,6 +13,12 @@ a no-hook model in *that* interpreter (benchmarks/_hook_bench_worker.py), two wa
   Pairing single steps cancels load drifts that whole runs cannot; charging the writer's CPU to
   the hooked side makes it an upper bound. Rows 1-2's verdicts use this estimate.
 
+Rows 3-4 save every step: row 3 ("weights+grads/1") weights, biases, gradients and losses; row 4
+("everything/1", save_all) also every layer's inputs and outputs. smdebug 1.0.34's "inputs" and
+"outputs" collections save nothing on torch 2.x, but save_all does, so both rows compare the same
+work; the last column prints the MB per step each library wrote and the verdicts flag any
+difference ("UNEQUAL WORK").
+
 "in-hook" is a third, low-noise
 estimate: the mean time per step spent inside the hook's torch callbacks (plus hook.close()
 amortised over the steps), measured in a separate run, relative to the no-hook step time. "p99
@@ -102,7 +108,13 @@ def main() -> None:
             name, f"{mb:.2f}", f"{mh:.2f}", f"{mo:+.1f}%", _fmt_steps(m_steps), f"{mi:.1f}%", f"{sb:.2f}", f"{sh:.2f}",
             f"{so:+.1f}%", _fmt_steps(s_steps), f"{si:.1f}%", ratio,
             f"{mrow['callback_p99_ms']:.2f}", f"{srow['callback_p99_ms']:.2f}",
+            f"{mrow.get('mb_per_step', 0):.3f} / {srow.get('mb_per_step', 0):.3f}",
         ])
+        m_mb, s_mb = mrow.get("mb_per_step", 0.0), srow.get("mb_per_step", 0.0)
+        if max(m_mb, s_mb) > 0 and abs(m_mb - s_mb) > 0.05 * max(m_mb, s_mb):
+            verdicts.append(f"{name}: UNEQUAL WORK — murphy writes {m_mb:.3f} MB/step, smdebug {s_mb:.3f} MB/step "
+                            "(smdebug 1.0.34 saves no layer inputs/outputs on torch 2.x); compare the same-tensor "
+                            "row instead")
         target = TARGETS.get(name)
         p99 = mrow["callback_p99_ms"]
         if target is None:
@@ -126,7 +138,7 @@ def main() -> None:
     print(table(
         ["row", "no-hook ms", "murphy ms", "murphy ovh (runs)", "murphy ovh (steps, 90% CI)", "murphy in-hook",
          "no-hook ms (smd venv)", "smdebug ms", "smdebug ovh (runs)", "smdebug ovh (steps, 90% CI)", "smdebug in-hook",
-         "ratio (added ms smd/murphy)", "murphy p99 block ms", "smdebug p99 block ms"],
+         "ratio (added ms smd/murphy)", "murphy p99 block ms", "smdebug p99 block ms", "MB/step murphy / smdebug"],
         rows,
     ))
     print("\n".join(verdicts))

@@ -28,7 +28,14 @@ from murphy.hook.config import DEFAULT_LOCAL_PATH
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard, guarded
 from murphy.hook.tensorboard import TensorBoardSink
 from murphy.hook.tensorboard import resolve_dir as resolve_tensorboard_dir
-from murphy.hook.writer import DEFAULT_MAX_PENDING, BackgroundWriter, Record, StepBatch
+from murphy.hook.writer import (
+    DEFAULT_MAX_BLOCK,
+    DEFAULT_MAX_PENDING,
+    DEFAULT_MAX_PENDING_BYTES,
+    BackgroundWriter,
+    Record,
+    StepBatch,
+)
 from murphy.storage import ObjectStore, open_store
 from murphy.tensorio.locations import (
     END_OF_TRAINING_KEY,
@@ -75,6 +82,8 @@ class BaseHook:
         world_size: int = 1,
         write_end_marker: bool | None = None,
         max_pending_steps: int = DEFAULT_MAX_PENDING,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+        max_block_ms: float | None = DEFAULT_MAX_BLOCK * 1e3,
         collection_regexes: Any = PYTORCH_COLLECTION_REGEXES,
     ) -> None:
         if include_workers not in ("one", "all"):
@@ -108,7 +117,10 @@ class BaseHook:
         if save_all:
             self.collections.get(CollectionKeys.ALL).include(".*")
             self.collections.include([CollectionKeys.ALL])
-        self._writer = BackgroundWriter(self.store, self.worker, self.backend, self.guard, max_pending_steps)
+        # Back-pressure (murphy.hook.writer): a step waits at most max_block_ms for the writer,
+        # then it is dropped and counted; max_block_ms=None waits instead and drops nothing.
+        self._writer = BackgroundWriter(self.store, self.worker, self.backend, self.guard, max_pending_steps,
+                                        max_pending_bytes, None if max_block_ms is None else max_block_ms / 1e3)
         self.step = INIT_STEP
         self.mode = ModeKeys.GLOBAL
         self._mode_steps: dict[ModeKeys, int] = dict.fromkeys(ModeKeys, INIT_STEP)
@@ -144,6 +156,11 @@ class BaseHook:
         steps = dict(self._mode_steps)
         steps[self._step_mode] = self._mode_step
         return steps
+
+    @property
+    def steps_dropped(self) -> int:
+        """Saved steps dropped because the store fell behind for longer than ``max_block_ms``."""
+        return self._writer.steps_dropped
 
     @property
     def enabled(self) -> bool:

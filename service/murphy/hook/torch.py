@@ -1,6 +1,7 @@
 """The PyTorch adapter: smdebug's ``smdebug.pytorch.Hook`` API on top of :class:`BaseHook`.
 
-This is the only murphy module that imports torch. Names written (smdebug's):
+This module and its backend (:mod:`murphy.hook.torch_backend`) are the only murphy modules
+that import torch. Names written (smdebug's):
 
 * parameters ``<RootClass>_<param_name>`` (e.g. ``Net_fc1.weight``), saved at the root module's
   forward-pre-hook, i.e. the values *before* this step's optimizer update;
@@ -24,128 +25,18 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 from murphy.core.collection import CollectionKeys
 from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
-from murphy.hook.backend import NumpyBackend
 from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
+from murphy.hook.torch_backend import TorchBackend
 from murphy.storage import ObjectStore
 
 _log = logging.getLogger(LOGGER_NAME)
-_NUMPY = NumpyBackend()
-
-
-class _Snap:
-    """A host copy of a tensor, possibly still being copied from the device."""
-
-    __slots__ = ("original_dtype", "tensor")
-
-    def __init__(self, tensor: torch.Tensor, original_dtype: str | None) -> None:
-        self.tensor = tensor
-        self.original_dtype = original_dtype
-
-
-class TorchBackend:
-    """Snapshots and reductions with torch ops on the tensor's own device."""
-
-    def __init__(self) -> None:
-        self._cuda_pending = False
-        # Copies taken during the current step, by tensor identity: one activation is usually
-        # both a module's output and the next module's input. Entries keep the source alive so
-        # ids stay unique, and record its version counter: an in-place change needs a new copy.
-        self._step_copies: dict[int, tuple[torch.Tensor, int, _Snap]] = {}
-
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor)
-
-    def snapshot(self, value: Any) -> Any:
-        if not isinstance(value, torch.Tensor):
-            return _NUMPY.snapshot(value)
-        # Inference tensors have no version counter: never shared.
-        version = -1 if value.is_inference() else value._version
-        if version >= 0:
-            hit = self._step_copies.get(id(value))
-            if hit is not None and hit[0] is value and hit[1] == version:
-                return hit[2]
-        t = value.detach()
-        original = None
-        if t.dtype == torch.bfloat16:
-            # numpy has no bfloat16: widen (exactly) and tell the codec the original dtype.
-            t, original = t.float(), "bfloat16"
-        snap = _Snap(self._to_host(t, copy=original is None), original)
-        if version >= 0:
-            self._step_copies[id(value)] = (value, version, snap)
-        return snap
-
-    def reduce(self, value: Any, op: str, abs_: bool) -> Any:
-        if not isinstance(value, torch.Tensor):
-            return _NUMPY.reduce(value, op, abs_)
-        t = value.detach()
-        if t.dtype == torch.bfloat16:
-            t = t.float()
-        elif not t.is_floating_point() and not t.is_complex():
-            t = t.double()
-        if abs_:
-            t = t.abs()
-        return _Snap(self._to_host(_reduce(t, op), copy=False), None)
-
-    def shape(self, value: Any) -> tuple[int, ...]:
-        if isinstance(value, torch.Tensor):
-            return tuple(int(d) for d in value.shape)
-        return _NUMPY.shape(value)
-
-    def fence(self) -> Callable[[], None] | None:
-        self._step_copies.clear()
-        if not self._cuda_pending:
-            return None
-        self._cuda_pending = False
-        # Runs on the writer thread: waits for the non-blocking device→host copies of the step.
-        return torch.cuda.synchronize
-
-    def to_numpy(self, snap: Any) -> tuple[np.ndarray, str | None]:
-        if isinstance(snap, _Snap):
-            return snap.tensor.numpy(), snap.original_dtype
-        return np.asarray(snap), None
-
-    def _to_host(self, t: torch.Tensor, copy: bool) -> torch.Tensor:
-        if t.device.type == "cpu":
-            return t.clone() if copy else t
-        if t.device.type == "cuda":
-            self._cuda_pending = True
-            return t.to("cpu", non_blocking=True)
-        return t.to("cpu")
-
-
-def _nan(t: torch.Tensor) -> torch.Tensor:
-    # torch's unbiased std/var of one element is NaN *with a warning*; a user's ``-W error``
-    # must not turn that into a disabled hook.
-    return torch.full((), float("nan"), dtype=t.dtype, device=t.device)
-
-
-_REDUCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "min": lambda t: t.min(),
-    "max": lambda t: t.max(),
-    "mean": lambda t: t.mean(),
-    "std": lambda t: t.std() if t.numel() > 1 else _nan(t),
-    "variance": lambda t: t.var() if t.numel() > 1 else _nan(t),
-    "sum": lambda t: t.sum(),
-    "prod": lambda t: t.prod(),
-    "l1": lambda t: torch.linalg.vector_norm(t, ord=1),
-    "l2": lambda t: torch.linalg.vector_norm(t, ord=2),
-}
-
-
-def _reduce(t: torch.Tensor, op: str) -> torch.Tensor:
-    try:
-        fn = _REDUCTIONS[op]
-    except KeyError:
-        raise ValueError(f"unknown reduction {op!r}") from None
-    return fn(t)
 
 
 def _forget_empty_grad_hooks(param: torch.Tensor) -> None:

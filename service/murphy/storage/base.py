@@ -8,8 +8,10 @@ backend (this is what S3's ``StartAfter`` gives for free).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
+
+Buffer = bytes | bytearray | memoryview
 
 
 @runtime_checkable
@@ -53,3 +55,16 @@ class ObjectStore(Protocol):
 def join_key(*parts: str) -> str:
     """Join key parts with single slashes, ignoring empty parts."""
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def put_parts(store: ObjectStore, key: str, parts: Sequence[Buffer]) -> None:
+    """``store.put(key, b"".join(parts))``, without the join where the store can write pieces.
+
+    A store may offer ``put_parts(key, parts)`` with ``put``'s atomicity (the local store writes
+    them with ``writev``); the others get the joined bytes.
+    """
+    fn = getattr(store, "put_parts", None)
+    if fn is not None:
+        fn(key, parts)
+    else:
+        store.put(key, b"".join(parts))

@@ -5,45 +5,120 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from murphy.exceptions import ObjectNotFound, StorageError
 from murphy.storage.base import ObjectStore, join_key
 
 _TMP_SUFFIX = ".tmp"
+# O_EXCL: a temp name is never shared; a stale one (a crashed process with the same pid) fails
+# the open instead of being written through, and _create moves on to the next name.
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
-_TEMP_SEQUENCE = itertools.count()
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-
-
-def _create_temp(path: str) -> tuple[int, str]:
-    """Create ``<path>.<pid>-<n>.tmp`` exclusively; returns (fd, temp path).
-
-    The temp file sits in the target directory so the rename never crosses filesystems; its
-    name ends in .tmp, which list() hides, as smdebug's readers expect. Mode 0o666 less the
-    umask (what open() gives), not mkstemp's 0600: a training container of another uid reads
-    the bucket it is given. O_EXCL makes a name another process holds (same pid in another
-    container, a crashed run's leftover) move on to the next number.
-    """
-    pid = os.getpid()
-    while True:
-        tmp = f"{path}.{pid}-{next(_TEMP_SEQUENCE)}{_TMP_SUFFIX}"
-        try:
-            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
-        except FileExistsError:
-            continue
-
-
-def _make_dir(path: str) -> None:
-    # One mkdir for the usual case (a new step's directory under an existing one).
+def _iov_max() -> int:
     try:
-        os.mkdir(path)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        os.makedirs(path, exist_ok=True)
+        return max(1, min(int(os.sysconf("SC_IOV_MAX")), 1024))
+    except (AttributeError, ValueError, OSError):
+        return 16
+
+
+_IOV_MAX = _iov_max()
+_tmp_counter = itertools.count()
+
+Buffer = bytes | bytearray | memoryview
+
+
+def _tmp_name(directory: str, name: str) -> str:
+    # Unique per process and call without the random names (and retries) of mkstemp.
+    return f"{directory}/{name}.{os.getpid()}-{next(_tmp_counter)}{_TMP_SUFFIX}"
+
+
+def _create(directory: str, name: str) -> tuple[str, int]:
+    """Create a new temp file beside ``directory/name``; returns ``(temp path, fd)``."""
+    made_dir = False
+    for _ in range(8):
+        tmp = _tmp_name(directory, name)
+        try:
+            return tmp, os.open(tmp, _CREATE, 0o666)  # the kernel applies the umask, as open() does
+        except FileNotFoundError:
+            if made_dir:
+                raise
+            os.makedirs(directory, exist_ok=True)
+            made_dir = True
+        except FileExistsError:
+            continue  # a stale temp file of an earlier process with this pid: the next name
+    raise FileExistsError(f"no free temp name for {directory}/{name}")
+
+
+def _bytes_view(buf: Buffer) -> memoryview:
+    view = memoryview(buf)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def write_all(fd: int, parts: Sequence[Buffer]) -> None:
+    """Write every byte of ``parts`` to ``fd``: ``writev`` in runs of at most IOV_MAX buffers,
+    resuming after short writes. The GIL is released during each system call."""
+    views = [p if isinstance(p, bytes) else _bytes_view(p) for p in parts]
+    pending = [v for v in views if len(v)]
+    i = 0
+    while i < len(pending):
+        batch = pending[i : i + _IOV_MAX]
+        n = os.writev(fd, batch) if len(batch) > 1 else os.write(fd, batch[0])
+        if n <= 0:
+            raise OSError(f"write returned {n}")
+        for buf in batch:
+            if n >= len(buf):
+                n -= len(buf)
+                i += 1
+                continue
+            pending[i] = memoryview(buf)[n:]
+            break
+
+
+class LocalPartsFile:
+    """One ``open`` of a temp file in the target directory (``mkdir`` only when the directory is
+    missing), the writes, ``close``, one ``os.replace``. The temp name ends in .tmp, which list()
+    hides, as smdebug's readers expect, and the rename never crosses filesystems."""
+
+    def __init__(self, key: str, path: str) -> None:
+        self.key = key
+        self._path = path
+        directory, _, name = path.rpartition("/")
+        try:
+            self._tmp, self._fd = _create(directory, name)
+        except OSError as e:
+            raise StorageError(f"cannot write {key}: {e}") from e
+        self._open = True
+
+    def write(self, parts: Sequence[Buffer]) -> None:
+        """Append ``parts`` (the GIL is released during the system call)."""
+        try:
+            write_all(self._fd, parts)
+        except OSError as e:
+            raise StorageError(f"cannot write {self.key}: {e}") from e
+
+    def commit(self) -> None:
+        """Close and rename into place: readers now see the whole file."""
+        try:
+            self._close()
+            os.replace(self._tmp, self._path)
+        except OSError as e:
+            self.abort()
+            raise StorageError(f"cannot write {self.key}: {e}") from e
+
+    def abort(self) -> None:
+        """Close and delete the temp file (the key keeps its old object, if any)."""
+        with contextlib.suppress(OSError):
+            self._close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._tmp)
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            os.close(self._fd)
 
 
 class LocalObjectStore:
@@ -51,10 +126,7 @@ class LocalObjectStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self._root = Path(root).absolute()
-        self._root_str = str(self._root)
-        # Directories known to exist: a hook saving a step puts two small files, and a mkdir
-        # per put (an exception when it exists) cost as much as the write itself.
-        self._dirs: set[str] = set()
+        self._root_str = str(self._root).rstrip("/") or ""
 
     @property
     def root(self) -> Path:
@@ -64,14 +136,14 @@ class LocalObjectStore:
     def uri(self) -> str:
         return self._root.as_uri()
 
-    def _path(self, key: str) -> Path:
-        return Path(self._file(key))
-
-    def _file(self, key: str) -> str:
+    def _path_str(self, key: str) -> str:
         key = key.strip("/")
         if not key or ".." in key.split("/"):
             raise StorageError(f"invalid key: {key!r}")
         return f"{self._root_str}/{key}"
+
+    def _path(self, key: str) -> Path:
+        return Path(self._path_str(key))
 
     def get(self, key: str, start: int = 0, length: int | None = None) -> bytes:
         try:
@@ -85,33 +157,22 @@ class LocalObjectStore:
             raise StorageError(f"cannot read {key}: {e}") from e
 
     def put(self, key: str, data: bytes) -> None:
-        path = self._file(key)
-        parent = path.rpartition("/")[0]
+        self.put_parts(key, (data,))
+
+    def put_parts(self, key: str, parts: Sequence[Buffer]) -> None:
+        """:meth:`put` of the concatenation of ``parts``, written with ``writev`` (no join)."""
+        f = self.open_parts(key)
         try:
-            if parent not in self._dirs:
-                _make_dir(parent)
-                self._dirs.add(parent)
-            try:
-                fd, tmp = _create_temp(path)
-            except FileNotFoundError:
-                # The directory went away since it was made (a test or user removed the tree).
-                _make_dir(parent)
-                fd, tmp = _create_temp(path)
-            try:
-                try:
-                    with memoryview(data) as view:
-                        written = 0
-                        while written < len(view):
-                            written += os.write(fd, view[written:])
-                finally:
-                    os.close(fd)
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError as e:
-            raise StorageError(f"cannot write {key}: {e}") from e
+            f.write(parts)
+        except BaseException:
+            f.abort()
+            raise
+        f.commit()
+
+    def open_parts(self, key: str) -> LocalPartsFile:
+        """A file for ``key`` written piece by piece, visible only at :meth:`LocalPartsFile.commit`
+        (with :meth:`put`'s atomicity)."""
+        return LocalPartsFile(key, self._path_str(key))
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[str]:
         # Walk only the directory the prefix names, then filter: the tensor layout puts the

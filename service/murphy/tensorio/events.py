@@ -17,6 +17,7 @@ DT_BFLOAT16) and skips every field it does not know.
 
 from __future__ import annotations
 
+import struct
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -94,16 +95,39 @@ def _string_values(arr: np.ndarray[Any, Any]) -> list[bytes]:
     return out
 
 
-def _tensor_parts(name: str, arr: np.ndarray[Any, Any]) -> tuple[bytes, Buffer]:
-    """TensorProto bytes before and including the content tag, and the content itself."""
-    shape = _shape_field(name, arr.shape)
-    if d.is_string_dtype(arr.dtype) or arr.dtype == object:
-        strings = b"".join(w.len_delimited(8, s) for s in _string_values(arr))
-        return shape, strings  # dtype left unset (DT_INVALID), as smdebug writes strings
-    dt = d.dt_of(arr.dtype)
-    content = np.asarray(arr, dtype=d.little_endian(arr.dtype)).tobytes(order="C")
-    head = b"".join((w.key(1, w.VARINT), w.encode_varint(dt), shape, w.key(4, w.LEN), w.encode_varint(len(content))))
-    return head, content
+def _string_parts(name: str, arr: np.ndarray[Any, Any]) -> tuple[bytes, bytes]:
+    """A string tensor's TensorProto: the shape, and the values (dtype left unset, DT_INVALID, as
+    smdebug writes strings)."""
+    strings = b"".join(w.len_delimited(8, s) for s in _string_values(arr))
+    return _shape_field(name, arr.shape), strings
+
+
+def _content(arr: np.ndarray[Any, Any], copy: bool) -> Buffer:
+    """The little-endian C-order bytes of a numeric array: a view when ``copy`` is False and the
+    array already has that layout (the writer then writes straight from the array's memory)."""
+    le = np.asarray(arr, dtype=d.little_endian(arr.dtype))
+    if copy:
+        return le.tobytes(order="C")
+    if not le.flags.c_contiguous:
+        le = np.ascontiguousarray(le)
+    return memoryview(le.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=4096)
+def _value_static(name: str, shape: tuple[int, ...], dt: int, nbytes: int) -> bytes:
+    """Summary.Value bytes from the tag up to the tensor content: the same at every step for one
+    tensor, so built once (no per-record protobuf work but the few varints of the lengths)."""
+    head = b"".join((w.key(1, w.VARINT), w.encode_varint(dt), _shape_field(name, shape), w.key(4, w.LEN),
+                     w.encode_varint(nbytes)))
+    tensor_len = len(head) + nbytes
+    return b"".join((w.len_delimited(1, name.encode("utf-8")), w.key(8, w.LEN), w.encode_varint(tensor_len), head))
+
+
+_WALL_TIME_TAG = w.key(1, w.FIXED64)
+_STEP_TAG = w.key(2, w.VARINT)
+_SUMMARY_TAG = w.key(5, w.LEN)
+_VALUE_TAG = w.key(1, w.LEN)
+_F64 = struct.Struct("<d")
 
 
 @lru_cache(maxsize=64)
@@ -127,26 +151,34 @@ def encode_tensor_event_parts(
     mode_step: int,
     wall_time: float | None = None,
     original_dtype: str | None = None,
+    copy: bool = True,
 ) -> list[Buffer]:
     """The Event payload as ``[prefix, content, suffix]`` pieces (join them for the bytes).
+
+    With ``copy=False`` the content piece may be a view of ``value``'s memory (no copy): the
+    caller must keep the array unchanged until the pieces are written.
 
     ``value`` is an ndarray, a numpy/Python scalar (saved with shape ``[1]``) or a list. Passing
     ``original_dtype="bfloat16"`` with a uint16 array means "these are bfloat16 bit patterns".
     Raises :class:`UnsupportedDType` for dtypes with no TensorProto mapping.
     """
     arr, orig = _prepare(value, original_dtype)
-    head, content = _tensor_parts(name, arr)
     suffix = _metadata(mode, mode_step, orig)
-    tensor_len = len(head) + len(content)
-    value_head = w.len_delimited(1, name.encode("utf-8")) + w.key(8, w.LEN) + w.encode_varint(tensor_len)
-    value_len = len(value_head) + tensor_len + len(suffix)
-    summary_head = w.key(1, w.LEN) + w.encode_varint(value_len)
-    summary_len = len(summary_head) + value_len
-    event_head = w.fixed64_double(1, time.time() if wall_time is None else wall_time)
+    content: Buffer
+    if d.is_string_dtype(arr.dtype) or arr.dtype == object:
+        shape, strings = _string_parts(name, arr)
+        content = shape + strings
+        static = w.len_delimited(1, name.encode("utf-8")) + w.key(8, w.LEN) + w.encode_varint(len(content))
+    else:
+        content = _content(arr, copy)
+        static = _value_static(name, arr.shape, d.dt_of(arr.dtype), len(content))
+    value_len = len(static) + len(content) + len(suffix)
+    summary_head = _VALUE_TAG + w.encode_varint(value_len)
+    event_head = _WALL_TIME_TAG + _F64.pack(time.time() if wall_time is None else wall_time)
     if step:  # proto3 leaves default values out
-        event_head += w.key(2, w.VARINT) + w.encode_varint(step)
-    event_head += w.key(5, w.LEN) + w.encode_varint(summary_len)
-    return [b"".join((event_head, summary_head, value_head, head)), content, suffix]
+        event_head += _STEP_TAG + w.encode_varint(step)
+    event_head += _SUMMARY_TAG + w.encode_varint(len(summary_head) + value_len)
+    return [b"".join((event_head, summary_head, static)), content, suffix]
 
 
 def encode_tensor_event(

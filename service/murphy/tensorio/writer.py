@@ -14,7 +14,7 @@ from typing import Any
 from murphy.core.collection import CollectionsDoc
 from murphy.core.modes import ModeKeys
 from murphy.exceptions import SMDebugRuntimeError
-from murphy.storage.base import ObjectStore
+from murphy.storage.base import ObjectStore, put_parts
 from murphy.tensorio.events import encode_tensor_event_parts
 from murphy.tensorio.framing import Buffer, frame_parts
 from murphy.tensorio.index import IndexEntry, ShapeEntry, StepIndex
@@ -26,12 +26,15 @@ from murphy.tensorio.locations import (
     index_file_key,
 )
 
+STREAM_CHUNK = 256 << 10
+STREAM_PARTS = 48
+
 
 class StepWriter:
     """Buffers the records of one (global step, worker) and writes them on :meth:`close`.
 
-    Each :meth:`add` encodes (and so copies) the tensor at once, so the caller may reuse or
-    mutate its array afterwards. Zero-size arrays are skipped, as smdebug does. Nothing is
+    Each :meth:`add` encodes (and, unless ``copy=False``, copies) the tensor at once, so the
+    caller may reuse or mutate its array afterwards. Zero-size arrays are skipped, as smdebug does. Nothing is
     written for a step with no records and no shapes. Usable as a context manager.
     """
 
@@ -42,6 +45,8 @@ class StepWriter:
         worker: str = DEFAULT_WORKER_NAME,
         mode: ModeKeys = ModeKeys.GLOBAL,
         mode_step: int | None = None,
+        *,
+        stream: bool = False,
     ) -> None:
         self.store = store
         self.step = step
@@ -57,6 +62,12 @@ class StepWriter:
         self._closed = False
         #: The index file's bytes once :meth:`close` wrote it (the step manifest packs them).
         self.index_bytes: bytes | None = None
+        # Streaming (stores with open_parts): records go to the temp file in runs of about
+        # STREAM_CHUNK bytes as they are added, so a writer thread holds the GIL only briefly
+        # between system calls (each releases it) instead of for a whole step's encoding.
+        self._open_parts = getattr(store, "open_parts", None) if stream else None
+        self._file: Any = None
+        self._buffered = 0
 
     @property
     def closed(self) -> bool:
@@ -75,10 +86,14 @@ class StepWriter:
         shape_of: Sequence[int] | None = None,
         original_dtype: str | None = None,
         wall_time: float | None = None,
+        copy: bool = True,
     ) -> IndexEntry | None:
         """Buffer one tensor record; returns its index entry (None if skipped: zero-size).
 
-        ``shape_of`` also records that shape in the index's ``shape_payload``.
+        ``shape_of`` also records that shape in the index's ``shape_payload``. With
+        ``copy=False`` the record keeps a view of ``array`` (no copy) until :meth:`close` writes
+        it: the caller must not change the array before then (the hook's writer owns its
+        snapshots, so it passes False).
         """
         self._check_open()
         if shape_of is not None:
@@ -87,14 +102,24 @@ class StepWriter:
             return None
         payload = encode_tensor_event_parts(
             name, array, step=self.step, mode=self.mode, mode_step=self.mode_step,
-            wall_time=wall_time, original_dtype=original_dtype,
+            wall_time=wall_time, original_dtype=original_dtype, copy=copy,
         )
         parts, length = frame_parts(payload)
         entry = IndexEntry(name, self._offset, length)
         self._parts.extend(parts)
         self._entries.append(entry)
         self._offset += length
+        if self._open_parts is not None:
+            self._buffered += length
+            if self._buffered >= STREAM_CHUNK or len(self._parts) >= STREAM_PARTS:
+                self._drain()
         return entry
+
+    def _drain(self) -> None:
+        if self._file is None:
+            self._file = self._open_parts(self.event_file_name)  # type: ignore[misc]
+        parts, self._parts, self._buffered = self._parts, [], 0
+        self._file.write(parts)
 
     def add_shape(self, name: str, shape: Sequence[int], *, original_name: str | None = None) -> None:
         """Record a tensor's shape in ``shape_payload`` (no tensor record)."""
@@ -110,12 +135,29 @@ class StepWriter:
         if self._closed:
             return
         self._closed = True
-        if self._entries:
-            self.store.put(self.event_file_name, b"".join(self._parts))
+        if self._entries and self._open_parts is not None:
+            try:
+                self._drain()
+                self._file.commit()
+            except BaseException:
+                self.abort()
+                raise
+        elif self._entries:
+            # One file, written from the pieces (headers, tensor memory) with writev where the
+            # store can: no join, no copy of the step's tensors.
+            put_parts(self.store, self.event_file_name, self._parts)
         if self._entries or self._shapes:
             self.index_bytes = self.index().to_json_bytes()
             self.store.put(self.index_file_name, self.index_bytes)
         self._parts = []
+
+    def abort(self) -> None:
+        """Give up on the step: nothing of it becomes visible (a streamed temp file is deleted)."""
+        self._closed = True
+        self._parts = []
+        if self._file is not None:
+            self._file.abort()
+            self._file = None
 
     def _check_open(self) -> None:
         if self._closed:

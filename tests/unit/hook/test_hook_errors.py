@@ -116,8 +116,9 @@ def test_training_thread_error_disables_hook(tmp_path: Path, caplog: pytest.LogC
 
 
 def test_back_pressure_loses_nothing_and_close_flushes(caplog: pytest.LogCaptureFixture) -> None:
+    # The "block" policy (max_block_ms=None): the training thread waits, no step is dropped.
     store = SlowStore(delay=0.01)
-    hook = BaseHook(store, save_config=SaveConfig(save_interval=1), max_pending_steps=1)
+    hook = BaseHook(store, save_config=SaveConfig(save_interval=1), max_pending_steps=1, max_block_ms=None)
     with caplog.at_level(logging.WARNING, logger="murphy.hook"):
         for _ in range(8):
             hook._begin_step()
@@ -127,7 +128,7 @@ def test_back_pressure_loses_nothing_and_close_flushes(caplog: pytest.LogCapture
     assert len(index) == 8
     assert store.puts[-1] == "training_job_end.ts"
     assert any("waits for the writer" in r.getMessage() for r in caplog.records)
-    assert not hook.guard.disabled
+    assert not hook.guard.disabled and hook.steps_dropped == 0
 
 
 def test_events_before_index_and_collections_after_first_step() -> None:

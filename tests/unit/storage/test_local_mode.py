@@ -37,7 +37,7 @@ def test_a_put_after_its_directory_was_removed_recreates_it(tmp_path: Path) -> N
 
 def test_a_temp_name_already_taken_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Another writer (same pid in another container) or a crashed run holds the first name.
-    monkeypatch.setattr(local, "_TEMP_SEQUENCE", itertools.count())
+    monkeypatch.setattr(local, "_tmp_counter", itertools.count())
     (tmp_path / "k").mkdir()
     taken = tmp_path / "k" / f"x.{os.getpid()}-0.tmp"
     taken.write_bytes(b"someone else's")

@@ -1,0 +1,390 @@
+"""One interpreter's half of benchmarks/writer_throughput.py.
+
+Trains one CNN (its weights + gradients are ~2.5 MB, its layer outputs another ~2.2 MB per step at
+batch 16) pinned to ``--cores`` CPU cores, in blocks of steps that take turns: no hook, then each
+variant (``--variants``), repeated ``--rounds`` times, so load drifts of the shared machine hit every
+variant alike. A variant saves every step:
+
+* ``murphy-wg`` / ``murphy-wgo``: murphy's PyTorch hook, weights+biases+gradients (``wg``), plus
+  the layer outputs (``wgo``);
+* ``smdebug-wg`` / ``smdebug-wgo``: the same with the real smdebug 1.0.34 (run by its venv's
+  python; this file then never imports murphy). Layer outputs are selected by ``include_regex``
+  (smdebug's "outputs" collection saves nothing on torch 2.x), so both write the same bytes;
+* ``raw-wg`` / ``raw-wgo``: the floor: the bytes murphy's hook wrote for that step (captured once,
+  before timing), written with one ``write`` per file into the same layout (one ``mkdir`` for the
+  step's events directory, then ``open``/``write``/``close`` of the events file and the index file),
+  on the training thread. No encoding, no copy, no rename.
+
+Per block it records the process CPU time (``getrusage``: all threads, user + system), the training
+thread's CPU (``time.thread_time``) and wall time, the context switches, and the bytes the variant
+left under its out_dir (files are deleted between blocks, outside the timed part). A block of a
+hooked variant ends with ``hook.flush()`` (murphy) or ``hook`` step end (smdebug closes its files at
+every step), inside the CPU measurement, so all of a block's writing is charged to it.
+
+``--phases`` adds one instrumented murphy run (not used for the deltas: wrapping costs time): the
+thread CPU spent in each stage of murphy's writing path.
+
+Prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+BATCH = 16
+COLLECTIONS = {
+    "wg": ["weights", "biases", "gradients"],
+    "wgo": ["weights", "biases", "gradients"],
+}
+# Layer outputs are selected by name (smdebug 1.0.34's "outputs" collection saves nothing on
+# torch 2.x, its include_regex does; both libraries then write the same tensors and bytes).
+OUTPUT_REGEX = {"wg": None, "wgo": [r"_output_\d+$"]}
+
+
+class Net(nn.Module):
+    """2 conv blocks + 2 linear layers, ~316k parameters (1.26 MB of float32 weights)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3)
+        self.relu1 = nn.ReLU()
+        self.pool1 = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(16, 32, 3)
+        self.relu2 = nn.ReLU()
+        self.pool2 = nn.MaxPool2d(2)
+        self.fc1 = nn.Linear(32 * 5 * 5, 384)
+        self.relu3 = nn.ReLU()
+        self.fc2 = nn.Linear(384, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool1(self.relu1(self.conv1(x)))
+        x = self.pool2(self.relu2(self.conv2(x)))
+        return self.fc2(self.relu3(self.fc1(torch.flatten(x, 1))))
+
+
+def _hook_api(impl: str) -> tuple[Any, Any, Any, Any]:
+    if impl == "smdebug":
+        import smdebug.pytorch as smd
+
+        return smd.Hook, smd.SaveConfig, smd.ReductionConfig, smd.modes
+    from murphy.core import ModeKeys, ReductionConfig, SaveConfig
+    from murphy.hook.torch import Hook
+
+    return Hook, SaveConfig, ReductionConfig, ModeKeys
+
+
+def _walk_size(root: str) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            total += os.path.getsize(os.path.join(dirpath, f))
+    return total
+
+
+class Job:
+    """A model, its data and optimizer, and for ``variant`` (``impl-tensors``) a hook or raw sink."""
+
+    def __init__(self, variant: str | None, scratch: str, raw_files: dict[str, list[tuple[str, bytes]]]) -> None:
+        torch.manual_seed(0)
+        gen = torch.Generator().manual_seed(1)
+        self.data = [(torch.randn(BATCH, 1, 28, 28, generator=gen), torch.randint(0, 10, (BATCH,), generator=gen))
+                     for _ in range(8)]
+        self.model, self.loss_fn = Net(), nn.CrossEntropyLoss()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        self.i = 0
+        self.hook: Any = None
+        self.impl, self.tensors = (variant.split("-") if variant else (None, None))
+        self.out_dir = tempfile.mkdtemp(prefix=f"{variant or 'plain'}-", dir=scratch) + "/run"
+        self.raw = raw_files.get(self.tensors or "") if self.impl == "raw" else None
+        self.raw_cpu = 0.0
+        if self.impl in ("murphy", "smdebug"):
+            Hook, SaveConfig, ReductionConfig, modes = _hook_api(self.impl)
+            self.hook = Hook(out_dir=self.out_dir, save_config=SaveConfig(save_interval=1),
+                             reduction_config=ReductionConfig(save_raw_tensor=True),
+                             include_collections=COLLECTIONS[self.tensors or "wg"],
+                             include_regex=OUTPUT_REGEX[self.tensors or "wg"])
+            self.hook.register_module(self.model)
+            self.hook.register_loss(self.loss_fn)
+            self.hook.set_mode(modes.TRAIN)
+        elif self.impl == "raw":
+            os.makedirs(os.path.join(self.out_dir, "index", "000000000"))
+            os.makedirs(os.path.join(self.out_dir, "events"))
+
+    def step(self) -> None:
+        x, y = self.data[self.i % len(self.data)]
+        loss = self.loss_fn(self.model(x), y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        if self.raw is not None:
+            self._raw_write(self.i)
+        self.i += 1
+
+    def _raw_write(self, step: int) -> None:
+        # The floor: the layout's one new directory per step, then one write per file.
+        t0 = time.thread_time()
+        try:
+            self._raw_files(step)
+        finally:
+            self.raw_cpu += time.thread_time() - t0
+
+    def _raw_files(self, step: int) -> None:
+        os.mkdir(os.path.join(self.out_dir, "events", f"{step:012d}"))
+        for pattern, data in self.raw or ():
+            fd = os.open(os.path.join(self.out_dir, pattern.format(step=step)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(fd, data)
+            os.close(fd)
+
+    def end_block(self) -> None:
+        if self.hook is not None and self.impl == "murphy":
+            self.hook.flush()
+
+    def harvest(self) -> int:
+        """Bytes written under out_dir so far; deletes the step files (not timed)."""
+        size = 0
+        for sub in ("events", "index"):
+            path = os.path.join(self.out_dir, sub)
+            if os.path.isdir(path):
+                size += _walk_size(path)
+                for entry in os.listdir(path):
+                    shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
+        if self.impl == "raw":
+            os.makedirs(os.path.join(self.out_dir, "index", "000000000"), exist_ok=True)
+            os.makedirs(os.path.join(self.out_dir, "events"), exist_ok=True)
+        return size
+
+    def close(self) -> None:
+        if self.hook is not None:
+            self.hook.close()
+
+
+class CallbackClock:
+    """Thread CPU spent inside every torch hook callback (both libraries register theirs through
+    these three methods), so a variant's own CPU can be measured directly, not only as a
+    difference of two blocks."""
+
+    def __init__(self) -> None:
+        self.acc = 0.0
+
+    def install(self) -> None:
+        for owner, attr in ((nn.Module, "register_forward_pre_hook"), (nn.Module, "register_forward_hook"),
+                            (torch.Tensor, "register_hook")):
+            orig = getattr(owner, attr)
+
+            def patched(obj: Any, hook: Callable[..., Any], *a: Any, _orig: Any = orig, **kw: Any) -> Any:
+                return _orig(obj, self._wrap(hook), *a, **kw)
+
+            setattr(owner, attr, patched)
+
+    def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.acc += time.thread_time() - t0
+
+        return timed
+
+
+CALLBACKS = CallbackClock()
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _switches() -> int:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_nvcsw + r.ru_nivcsw
+
+
+def block(job: Job, steps: int) -> dict[str, float]:
+    """One timed block of ``steps`` steps of ``job``."""
+    c0, t0, w0, s0 = _cpu(), time.thread_time(), time.perf_counter(), _switches()
+    cb0, raw0 = CALLBACKS.acc, job.raw_cpu
+    for _ in range(steps):
+        job.step()
+    w_steps = time.perf_counter() - w0
+    job.end_block()
+    cpu, train = _cpu() - c0, time.thread_time() - t0
+    # direct: this variant's own CPU: its callbacks and raw writes on the training thread, plus
+    # every other thread (the writer threads) over the block.
+    direct = (CALLBACKS.acc - cb0) + (job.raw_cpu - raw0) + max(0.0, cpu - train)
+    out = {
+        "direct_cpu_ms": direct * 1e3,
+        "dropped": float(job.hook.steps_dropped) if job.impl == "murphy" else 0.0,
+        "cpu_ms": (_cpu() - c0) * 1e3, "train_cpu_ms": (time.thread_time() - t0) * 1e3,
+        "train_wall_ms": w_steps * 1e3, "wall_ms": (time.perf_counter() - w0) * 1e3,
+        "switches": float(_switches() - s0),
+    }
+    out["bytes"] = float(job.harvest())
+    return out
+
+
+def capture_raw(scratch: str, steps: int) -> dict[str, list[tuple[str, bytes]]]:
+    """The files murphy's hook writes for one step of each tensor set (the raw floor's bytes)."""
+    out: dict[str, list[tuple[str, bytes]]] = {}
+    for tensors in COLLECTIONS:
+        job = Job(f"murphy-{tensors}", scratch, {})
+        for _ in range(steps):
+            job.step()
+        job.close()
+        step = steps - 1
+        files = []
+        for sub, name in (("events", f"{step:012d}/{step:012d}_worker_0.tfevents"),
+                          ("index", f"000000000/{step:012d}_worker_0.json")):
+            with open(os.path.join(job.out_dir, sub, name), "rb") as f:
+                data = f.read()
+            pattern = f"{sub}/{name}".replace(f"{step:012d}", "{step:012d}")
+            files.append((pattern, data))
+        out[tensors] = files
+        shutil.rmtree(os.path.dirname(job.out_dir), ignore_errors=True)
+    return out
+
+
+class PhaseClock:
+    """Thread CPU per stage of murphy's writing path, by wrapping the functions that do it."""
+
+    def __init__(self) -> None:
+        self.acc: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self._undo: list[Callable[[], None]] = []
+        self._local = threading.local()
+
+    def wrap(self, owner: Any, attr: str, phase: str, thread: str | None = None) -> None:
+        orig = getattr(owner, attr)
+        clock = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if thread is not None and threading.current_thread().name != thread:
+                return orig(*args, **kwargs)
+            # Nested phases are charged to the innermost one only.
+            outer = getattr(clock._local, "phase", None)
+            t0 = time.thread_time()
+            clock._local.phase = phase
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                dt = time.thread_time() - t0
+                clock._local.phase = outer
+                clock.acc[phase] = clock.acc.get(phase, 0.0) + dt
+                clock.calls[phase] = clock.calls.get(phase, 0) + 1
+                if outer is not None:
+                    clock.acc[outer] = clock.acc.get(outer, 0.0) - dt
+
+        setattr(owner, attr, timed)
+        self._undo.append(lambda: setattr(owner, attr, orig))
+
+    def restore(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+
+
+def phases(scratch: str, steps: int) -> dict[str, Any]:
+    """One instrumented murphy-wgo run: thread CPU ms per step in each stage, and the writer total."""
+    from murphy.hook import torch as mt
+    from murphy.hook import writer as hw
+    from murphy.storage import local as sl
+    from murphy.tensorio import index as ti
+    from murphy.tensorio import writer as tw
+
+    clock = PhaseClock()
+    clock.wrap(mt.TorchBackend, "snapshot", "copy off the device (training thread)")
+    clock.wrap(mt.TorchBackend, "to_numpy", "to numpy (writer)")
+    clock.wrap(tw, "encode_tensor_event_parts", "encoding (writer)")
+    clock.wrap(tw, "frame_parts", "framing + length CRC (writer)")
+    clock.wrap(ti.StepIndex, "to_json_bytes", "index JSON (writer)")
+    for name in ("mkdir", "open", "write", "writev", "close", "replace", "fchmod", "unlink"):
+        if hasattr(os, name):  # the files' system calls, on the writer thread only
+            clock.wrap(os, name, f"os.{name} (writer)", thread="murphy-hook-writer")
+    for attr in ("put", "put_parts"):
+        if hasattr(sl.LocalObjectStore, attr):
+            clock.wrap(sl.LocalObjectStore, attr, "store put, rest (writer)")
+    writer_cpu: list[float] = []
+    orig_run = hw.BackgroundWriter._run
+
+    def run(self: Any) -> None:
+        t0 = time.thread_time()
+        try:
+            orig_run(self)
+        finally:
+            writer_cpu.append(time.thread_time() - t0)
+
+    hw.BackgroundWriter._run = run  # type: ignore[method-assign]
+    try:
+        job = Job("murphy-wgo", scratch, {})
+        for _ in range(5):
+            job.step()
+        job.hook.flush()
+        job.harvest()
+        clock.acc.clear()
+        clock.calls.clear()
+        c0, t0 = _cpu(), time.thread_time()
+        res = block(job, steps)
+        train_cpu = time.thread_time() - t0
+        total = _cpu() - c0
+        job.close()
+    finally:
+        clock.restore()
+        hw.BackgroundWriter._run = orig_run  # type: ignore[method-assign]
+    return {
+        "steps": steps, "mb_per_step": res["bytes"] / steps / 1e6,
+        "phase_ms_per_step": {k: v * 1e3 / steps for k, v in sorted(clock.acc.items())},
+        "calls_per_step": {k: v / steps for k, v in sorted(clock.calls.items())},
+        "process_cpu_ms_per_step": total * 1e3 / steps, "train_thread_cpu_ms_per_step": train_cpu * 1e3 / steps,
+        "writer_thread_cpu_ms_per_step": (writer_cpu[0] * 1e3 / (steps + 5)) if writer_cpu else None,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", required=True, help="comma-separated, e.g. murphy-wg,raw-wg")
+    ap.add_argument("--cores", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=25, help="steps per block")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--phases", action="store_true")
+    args = ap.parse_args()
+    cores = sorted(os.sched_getaffinity(0))[: args.cores]
+    os.sched_setaffinity(0, cores)
+    torch.set_num_threads(1)
+    CALLBACKS.install()
+    variants = args.variants.split(",")
+    scratch = tempfile.mkdtemp(prefix="writer-bench-")
+    try:
+        raw = capture_raw(scratch, 3) if any(v.startswith("raw") for v in variants) else {}
+        jobs = {v: Job(None if v == "plain" else v, scratch, raw) for v in ["plain", *variants]}
+        for job in jobs.values():  # warm every job (allocator, hook caches, first files)
+            block(job, 5)
+        results: dict[str, list[dict[str, float]]] = {v: [] for v in jobs}
+        order = list(jobs)
+        for r in range(args.rounds):
+            for v in order if r % 2 == 0 else reversed(order):
+                results[v].append(block(jobs[v], args.steps))
+        for job in jobs.values():
+            job.close()
+        out: dict[str, Any] = {"torch": torch.__version__, "cores": cores, "steps": args.steps, "blocks": results,
+                               "python": sys.version.split()[0]}
+        if args.phases:
+            out["phases"] = phases(scratch, args.steps * 2)
+        print(json.dumps(out))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
