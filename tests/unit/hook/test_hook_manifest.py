@@ -14,7 +14,8 @@ from murphy.tensorio.manifest import MANIFEST_ENV, MANIFEST_PREFIX, decode_segme
 
 
 def _train(out: Path, steps: int) -> None:
-    hook = BaseHook(out, save_config=SaveConfig(save_interval=1), include_collections=["weights"])
+    # max_block_ms=None: a tight loop outruns any writer; this test counts every step's file.
+    hook = BaseHook(out, save_config=SaveConfig(save_interval=1), include_collections=["weights"], max_block_ms=None)
     hook.set_mode(ModeKeys.TRAIN)
     for s in range(steps):
         hook._begin_step()
