@@ -1,4 +1,5 @@
-"""Shared helpers for the benchmarks: the smdebug venv, subprocess JSON, table printing."""
+"""Shared helpers for the benchmarks: the smdebug venv, subprocess JSON, table printing, and the
+paired-ratio statistics of the hook-overhead benchmarks (median with a 90 % bootstrap interval)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,3 +45,31 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     out = [fmt.format(*headers), "-+-".join("-" * w for w in widths)]
     out += [fmt.format(*r) for r in rows]
     return "\n".join(out)
+
+
+def bootstrap_ci(ratios: Any, resamples: int = 2000) -> tuple[float, float]:
+    """90 % bootstrap interval of the median of paired ratios (hooked / plain), as overhead %.
+
+    The seed is fixed, so a rerun over the same figures prints the same interval.
+    """
+    rng = np.random.default_rng(0)
+    arr = np.asarray(ratios, dtype=float)
+    medians = np.median(rng.choice(arr, size=(resamples, len(arr))), axis=1)
+    lo, hi = 100 * (np.percentile(medians, [5, 95]) - 1.0)
+    return float(lo), float(hi)
+
+
+def median_overhead(ratios: Any) -> tuple[float, float, float]:
+    """(median overhead %, 90 % CI low, high) of paired ratios."""
+    return (100 * (float(np.median(np.asarray(ratios, dtype=float))) - 1.0), *bootstrap_ci(ratios))
+
+
+def steps_ratios(rounds: list[dict[str, float]]) -> list[float]:
+    """Per-round ratios of the step-alternating estimate: (hooked steps' time + the background
+    threads' CPU over the round, charged in full to the hooked side) / plain steps' time."""
+    return [(r["hook_ms"] + r["other_threads_ms"]) / r["plain_ms"] for r in rounds]
+
+
+def verdict(target: float, lo: float, hi: float) -> str:
+    """Whether a 90 % interval resolves ``overhead <= target``."""
+    return "meets" if hi <= target else ("misses" if lo > target else "cannot resolve")
