@@ -25,7 +25,7 @@ take turns: one ``CallbackList`` per copy (History, plus the hook on the hooked 
 ``train_function`` as ``fit``; unlike ``fit`` it hands the callbacks Python floats instead of
 tensors, on both copies alike.
 
-usage: python _hook_bench_tf_worker.py [--rounds 30] [--hidden 256] [--features 256] [--batch 64]
+usage: python _hook_bench_tf_worker.py [--rounds 30] [--channels 8] [--hidden 64] [--batch 32] [--models tf1]
 """
 
 from __future__ import annotations
@@ -62,14 +62,15 @@ CALLBACKS = {"tf1": ["before_run", "after_run"], "keras": ["on_train_batch_begin
 
 
 class Shape:
-    """The MLP's size: features -> hidden -> hidden -> 10 classes, ``batch`` rows per step."""
+    """The model's size: the PyTorch benchmark's MNIST-sized CNN (conv 3x3 x ``channels``, max-pool,
+    conv 3x3 x 2 ``channels``, max-pool, dense ``hidden``, dense 10), ``batch`` images per step."""
 
-    def __init__(self, features: int, hidden: int, batch: int) -> None:
-        self.features, self.hidden, self.batch = features, hidden, batch
+    def __init__(self, channels: int, hidden: int, batch: int) -> None:
+        self.channels, self.hidden, self.batch = channels, hidden, batch
 
     def data(self) -> list[tuple[np.ndarray, np.ndarray]]:
         rng = np.random.default_rng(1)
-        return [(rng.normal(size=(self.batch, self.features)).astype(np.float32),
+        return [(rng.normal(size=(self.batch, 28, 28, 1)).astype(np.float32),
                  rng.integers(0, 10, size=(self.batch,)).astype(np.int64)) for _ in range(NBATCHES)]
 
 
@@ -104,16 +105,22 @@ class TF1Job:
         self.graph = tf.Graph()
         with self.graph.as_default():
             v1.set_random_seed(0)
-            self.x = v1.placeholder(tf.float32, (None, shape.features), name="x")
+            self.x = v1.placeholder(tf.float32, (None, 28, 28, 1), name="x")
             self.y = v1.placeholder(tf.int64, (None,), name="y")
             h = self.x
-            for i, (n_in, n_out) in enumerate([(shape.features, shape.hidden), (shape.hidden, shape.hidden),
-                                               (shape.hidden, 10)]):
+            c1, c2 = shape.channels, 2 * shape.channels
+            for i, (k_in, k_out) in enumerate([(1, c1), (c1, c2)]):
+                with v1.variable_scope(f"conv2d_{i}"):
+                    w = v1.get_variable("kernel", (3, 3, k_in, k_out))
+                    b = v1.get_variable("bias", (k_out,), initializer=v1.zeros_initializer())
+                h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, w, 1, "VALID") + b), 2, 2, "VALID")
+            h = tf.reshape(h, (-1, 5 * 5 * c2))
+            for i, (n_in, n_out) in enumerate([(5 * 5 * c2, shape.hidden), (shape.hidden, 10)]):
                 with v1.variable_scope(f"dense_{i}"):
                     w = v1.get_variable("kernel", (n_in, n_out))
                     b = v1.get_variable("bias", (n_out,), initializer=v1.zeros_initializer())
                 h = tf.matmul(h, w) + b
-                if i < 2:
+                if i == 0:
                     h = tf.nn.relu(h)
             self.loss = v1.losses.sparse_softmax_cross_entropy(self.y, h)
             opt = v1.train.AdamOptimizer(1e-3)
@@ -140,9 +147,11 @@ class KerasJob:
 
     def __init__(self, shape: Shape, hook: Any, row: dict[str, Any] | None) -> None:
         keras.utils.set_random_seed(0)
+        layers = keras.layers
         self.model = keras.Sequential([
-            keras.Input((shape.features,)), keras.layers.Dense(shape.hidden, activation="relu"),
-            keras.layers.Dense(shape.hidden, activation="relu"), keras.layers.Dense(10)])
+            keras.Input((28, 28, 1)), layers.Conv2D(shape.channels, 3, activation="relu"), layers.MaxPooling2D(2),
+            layers.Conv2D(2 * shape.channels, 3, activation="relu"), layers.MaxPooling2D(2), layers.Flatten(),
+            layers.Dense(shape.hidden, activation="relu"), layers.Dense(10)])
         opt = keras.optimizers.Adam(1e-3)
         if hook is not None and row is not None and "gradients" in row["collections"]:
             opt = hook.wrap_optimizer(opt)  # gradients are opt-in in Keras (a shadow copy per step)
@@ -216,20 +225,26 @@ def alternating(model: str, shape: Shape, row: dict[str, Any], rounds: int) -> l
             hooked.step()
         out = []
         for _ in range(rounds):
-            h = p = 0.0
+            h = p = hc = pc = 0.0
             cpu0 = writer_cpu()
+            clocks = [time.pthread_getcpuclockid(ident) for ident in cpu0]
+
+            def cpu() -> float:  # this process's CPU time minus the writer's
+                return time.process_time() - sum(time.clock_gettime(c) for c in clocks)
+
             for i in range(interval):
                 first, second = (hooked, plain) if i % 2 == 0 else (plain, hooked)
-                t0 = clock()
+                t0, c0 = clock(), cpu()
                 first.step()
-                t1 = clock()
+                t1, c1 = clock(), cpu()
                 second.step()
-                t2 = clock()
+                t2, c2 = clock(), cpu()
                 if first is hooked:
-                    h, p = h + (t1 - t0), p + (t2 - t1)
+                    h, p, hc, pc = h + (t1 - t0), p + (t2 - t1), hc + (c1 - c0), pc + (c2 - c1)
                 else:
-                    p, h = p + (t1 - t0), h + (t2 - t1)
-            out.append({"hook_ms": h * 1e3, "plain_ms": p * 1e3, "other_threads_ms": writer_cpu_since(cpu0) * 1e3})
+                    p, h, pc, hc = p + (t1 - t0), h + (t2 - t1), pc + (c1 - c0), hc + (c2 - c1)
+            out.append({"hook_ms": h * 1e3, "plain_ms": p * 1e3, "other_threads_ms": writer_cpu_since(cpu0) * 1e3,
+                        "hook_cpu_ms": hc * 1e3, "plain_cpu_ms": pc * 1e3})
         return out
     finally:
         hooked.close()
@@ -275,15 +290,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=30, help="rounds of each estimate")
     ap.add_argument("--n", type=int, default=100, help="steps per round of the whole-round estimate")
-    ap.add_argument("--features", type=int, default=256)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--channels", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--models", default="tf1,keras")
     ap.add_argument("--rows", default=",".join(ROWS))
     args = ap.parse_args()
+    if args.models == "tf1":
+        # What a TF1 script does (the article's script-v2.py): graph mode, reference variables.
+        # Keras needs eager mode, so the driver runs each model in its own process.
+        tf.compat.v1.disable_v2_behavior()
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    shape = Shape(args.features, args.hidden, args.batch)
+    shape = Shape(args.channels, args.hidden, args.batch)
     result: dict[str, Any] = {"versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
                               "shape": vars(args)}
     for model in args.models.split(","):
