@@ -229,8 +229,8 @@ def alternating(model: str, shape: Shape, row: dict[str, Any], rounds: int) -> l
             cpu0 = writer_cpu()
             clocks = [time.pthread_getcpuclockid(ident) for ident in cpu0]
 
-            def cpu() -> float:  # this process's CPU time minus the writer's
-                return time.process_time() - sum(time.clock_gettime(c) for c in clocks)
+            def cpu(_clocks: list[int] = clocks) -> float:  # this process's CPU time minus the writer's
+                return time.process_time() - sum(time.clock_gettime(c) for c in _clocks)
 
             for i in range(interval):
                 first, second = (hooked, plain) if i % 2 == 0 else (plain, hooked)

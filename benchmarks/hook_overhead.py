@@ -34,7 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 
-from _common import bootstrap_ci, machine, median_overhead, run_json, smdebug_python, steps_ratios, table
+from _common import (
+    bootstrap_ci,
+    machine,
+    median_overhead,
+    run_json,
+    smdebug_python,
+    steps_ratios,
+    table,
+)
 
 WORKER = str(Path(__file__).resolve().parent / "_hook_bench_worker.py")
 TARGETS = {"losses+reductions/100": 2.0, "weights+grads/100": 10.0}
