@@ -290,6 +290,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=30, help="rounds of each estimate")
     ap.add_argument("--n", type=int, default=100, help="steps per round of the whole-round estimate")
+    ap.add_argument("--run-rounds", type=int, help="rounds of the whole-round estimate (default: --rounds)")
     ap.add_argument("--channels", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
@@ -309,7 +310,7 @@ def main() -> None:
         result[model] = {}
         for name in args.rows.split(","):
             row = ROWS[name]
-            entry = whole_rounds(model, shape, row, args.rounds, args.n)
+            entry = whole_rounds(model, shape, row, args.run_rounds or args.rounds, args.n)
             entry["alternating"] = alternating(model, shape, row, args.rounds) if row["interval"] > 1 else []
             result[model][name] = entry
     print(json.dumps(result), flush=True)

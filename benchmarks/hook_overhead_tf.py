@@ -21,7 +21,8 @@ Estimates (benchmarks/_hook_bench_tf_worker.py):
 "in-hook" is the time per step inside the hook's callbacks relative to a plain step; "quiet" the
 in-hook time of a step that saves nothing.
 
-usage: python benchmarks/hook_overhead_tf.py [--rounds 30] [--json out.json] [worker options]
+usage: python benchmarks/hook_overhead_tf.py [--rounds 30] [--models tf1,keras] [--json out.json]
+       [worker options: --run-rounds N (whole-round estimate), --channels 8 --hidden 64 --batch 32]
 """
 
 from __future__ import annotations
