@@ -10,10 +10,9 @@ saving step, at the batch's end:
 * the optimizer's variables as ``<variable.path>:0`` in ``optimizer_variables`` (TRAIN only);
 * opt-in, :meth:`KerasHook.wrap_optimizer`: gradients as ``gradients/<variable.path>Grad``. The
   wrapper copies every gradient into a fixed-shape shadow variable inside the compiled train step
-  (so it works with and without XLA), and the callback reads them at the batch's end. Only the
-  saving TRAIN batches run a train function with those copies: the hook gives the model a second
-  compiled train function, traced with the copies, for those batches, and puts the plain one back
-  after them, so other batches run exactly the model's own step;
+  (so it works with and without XLA), under a ``tf.cond`` on a flag variable the callback raises
+  for saving TRAIN batches only, so other batches copy nothing; the callback reads them at the
+  batch's end;
 * opt-in, :meth:`KerasHook.save_layer_outputs`: layer outputs as ``<layer.name>/outputs`` in
   ``outputs`` and ``layers``, returned by the train step itself (``model.train_step`` of that
   instance) and taken out of ``logs`` again before any other callback sees them.
@@ -110,10 +109,9 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         # id(variable) -> (variable, its shadow gradient variable, export name)
         self._shadows: dict[int, tuple[Any, Any, str]] = {}
         self._grads_written = False
-        # True while the capturing train function traces or runs (see _swap_train_function).
+        # Raised for the saving TRAIN batches whose gradients are due (see wrap_optimizer).
+        self._capture: Any = None
         self._capturing = False
-        # (the model's own train function, the capturing one built from the same train step)
-        self._train_functions: tuple[Any, Any] | None = None
         # id(tf variables) -> a tf.function reading them all in one call (see _read_values).
         self._readers: dict[tuple[int, ...], Any] = {}
 
@@ -135,6 +133,8 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
                          "will not be saved", type(optimizer).__name__)
             return optimizer
         original = optimizer.apply
+        if self._capture is None:
+            self._capture = tf.Variable(False, trainable=False, name="murphy_capture_gradients")
 
         def apply(grads: Any, trainable_variables: Any = None) -> Any:
             grads = list(grads)
@@ -145,11 +145,14 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
                     hit = self._shadows.get(id(var))
                     if hit is not None and grad is not None and not isinstance(grad, tf.IndexedSlices):
                         copies.append((hit[1], grad))
-            # A Python test, at trace time (or per step when eager): only the capturing train
-            # function holds the copies.
-            if copies and self._capturing:
-                for shadow, grad in copies:
-                    shadow.assign(tf.cast(grad, shadow.dtype))
+            if copies:
+                # Most batches save nothing: copy only when the callback raised the flag.
+                def copy() -> Any:
+                    for shadow, grad in copies:
+                        shadow.assign(tf.cast(grad, shadow.dtype))
+                    return tf.constant(True)
+
+                tf.cond(self._capture, copy, lambda: tf.constant(False))
                 self._grads_written = True
             return original(grads, variables)
 
@@ -238,23 +241,11 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     def _full_begin(self, mode: ModeKeys) -> None:
         self.set_mode(mode)
         self._begin_full_step()
-        if self._optimizers and self._saving and mode is ModeKeys.TRAIN and CollectionKeys.GRADIENTS in self._due:
-            self._swap_train_function()
-
-    def _swap_train_function(self) -> None:
-        """Give the model, for this batch, a train function that copies the gradients."""
-        model = self.model
-        own = getattr(model, "train_function", None)
-        make = getattr(model, "_make_function", None)
-        if own is None or make is None:  # not in fit's loop (or another Keras): copy eagerly
-            self._capturing = True
-            return
-        pair = self._train_functions
-        if pair is None or pair[0] is not own:  # first time, or the model was compiled again
-            pair = (own, make(model.train_step))
-            self._train_functions = pair
-        model.train_function = pair[1]
-        self._capturing = True
+        capture = (self._capture is not None and self._saving and mode is ModeKeys.TRAIN
+                   and CollectionKeys.GRADIENTS in self._due)
+        if capture != self._capturing:
+            self._capture.assign(capture)
+            self._capturing = capture
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self._batch_end(logs)
@@ -269,11 +260,12 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         extras = _take_layer_outputs(logs)
         if self._saving:
             self.guard.run("batch_end", self._save_batch, logs, extras)
-        if self._capturing:
-            self._capturing = False
-            pair = self._train_functions
-            if pair is not None and getattr(self.model, "train_function", None) is pair[1]:
-                self.model.train_function = pair[0]
+        if self._capturing:  # the next batches take the quiet path, which never lowers it
+            self.guard.run("batch_end", self._stop_capture)
+
+    def _stop_capture(self) -> None:
+        self._capture.assign(False)
+        self._capturing = False
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         # Keras falls back to the last batch's logs for the epoch's: History must not keep them.
