@@ -1,5 +1,5 @@
-"""Shared helpers for the benchmarks: pinned venvs, subprocess JSON, paired-ratio statistics, table
-printing."""
+"""Shared helpers for the benchmarks: pinned venvs, subprocess JSON, table printing, and the
+paired-ratio statistics of the hook-overhead benchmarks (median with a 90 % bootstrap interval)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,8 +57,6 @@ def venv_python(script: str) -> str:
 
 def median_ci(ratios: Any, level: float = 90.0, resamples: int = 2000) -> tuple[float, float, float]:
     """Median of paired ratios as overhead % with its bootstrap interval: (median, low, high)."""
-    import numpy as np
-
     arr = np.asarray(ratios, dtype=float)
     rng = np.random.default_rng(0)
     medians = np.median(rng.choice(arr, size=(resamples, len(arr))), axis=1)
@@ -70,3 +70,28 @@ def load_average() -> str:
     import os
 
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def bootstrap_ci(ratios: Any, resamples: int = 2000) -> tuple[float, float]:
+    """90 % bootstrap interval of the median of paired ratios (hooked / plain), as overhead %.
+
+    The seed is fixed, so a rerun over the same figures prints the same interval.
+    """
+    _, lo, hi = median_ci(ratios, 90.0, resamples)
+    return lo, hi
+
+
+def median_overhead(ratios: Any) -> tuple[float, float, float]:
+    """(median overhead %, 90 % CI low, high) of paired ratios."""
+    return median_ci(ratios)
+
+
+def steps_ratios(rounds: list[dict[str, float]]) -> list[float]:
+    """Per-round ratios of the step-alternating estimate: (hooked steps' time + the background
+    threads' CPU over the round, charged in full to the hooked side) / plain steps' time."""
+    return [(r["hook_ms"] + r["other_threads_ms"]) / r["plain_ms"] for r in rounds]
+
+
+def verdict(target: float, lo: float, hi: float) -> str:
+    """Whether a 90 % interval resolves ``overhead <= target``."""
+    return "meets" if hi <= target else ("misses" if lo > target else "cannot resolve")

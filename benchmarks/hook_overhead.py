@@ -40,7 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 
-from _common import machine, run_json, smdebug_python, table
+from _common import (
+    bootstrap_ci,
+    machine,
+    median_overhead,
+    run_json,
+    smdebug_python,
+    steps_ratios,
+    table,
+)
 
 WORKER = str(Path(__file__).resolve().parent / "_hook_bench_worker.py")
 TARGETS = {"losses+reductions/100": 2.0, "weights+grads/100": 10.0}
@@ -59,16 +67,8 @@ def _overhead(row: dict[str, Any]) -> tuple[float, float, float, float]:
     return base, hooked, overhead, 100 * row["callback_mean_ms"] / base
 
 
-def _ci(ratios: Any) -> tuple[float, float]:
-    """90 % bootstrap interval of the median of paired ratios, as overhead %."""
-    rng = np.random.default_rng(0)
-    medians = np.median(rng.choice(np.asarray(ratios), size=(2000, len(ratios))), axis=1)
-    lo, hi = 100 * (np.percentile(medians, [5, 95]) - 1.0)
-    return float(lo), float(hi)
-
-
 def _interval(row: dict[str, Any]) -> str:
-    lo, hi = _ci(np.array(row["hook_ms"]) / np.array(row["no_hook_ms"]))
+    lo, hi = bootstrap_ci(np.array(row["hook_ms"]) / np.array(row["no_hook_ms"]))
     return f"90% CI {lo:+.1f}..{hi:+.1f}%"
 
 
@@ -77,8 +77,7 @@ def _steps(row: dict[str, Any]) -> tuple[float, float, float] | None:
     rounds = row.get("alternating") or []
     if not rounds:
         return None
-    ratios = [(r["hook_ms"] + r["other_threads_ms"]) / r["plain_ms"] for r in rounds]
-    return (100 * (float(np.median(ratios)) - 1.0), *_ci(ratios))
+    return median_overhead(steps_ratios(rounds))
 
 
 def _fmt_steps(est: tuple[float, float, float] | None) -> str:

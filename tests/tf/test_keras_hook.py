@@ -96,6 +96,23 @@ def test_xla_and_graph_fit_save_the_same_gradients(keras_runs: Path) -> None:
             np.testing.assert_allclose(jit.tensor(name).value(step, mode=ModeKeys.TRAIN), a, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize(("run", "every_step"), [("fit_every3", "fit"), ("fit_every3_jit", "fit_jit")])
+def test_gradients_saved_every_third_batch_are_that_batchs(run: str, every_step: str, keras_runs: Path) -> None:
+    """The gradient copy runs on saving batches only: what an every-3rd-batch run saves is that
+    batch's gradient (the every-batch run's at the same step), never a stale earlier one."""
+    sparse, full = create_trial(str(keras_runs / run)), create_trial(str(keras_runs / every_step))
+    for layer in LAYERS:
+        for var in ("kernel", "bias"):
+            name = f"gradients/net/{layer}/{var}Grad"
+            assert sparse.tensor(name).steps(mode=ModeKeys.TRAIN) == [0, 3, 6]
+            for step in (0, 3, 6):
+                np.testing.assert_allclose(sparse.tensor(name).value(step, mode=ModeKeys.TRAIN),
+                                           full.tensor(name).value(step, mode=ModeKeys.TRAIN), rtol=1e-5, atol=1e-7)
+            w = f"{layer}/weights/net/{layer}/{var}:0"
+            np.testing.assert_array_equal(sparse.tensor(w).value(3, mode=ModeKeys.TRAIN),
+                                          full.tensor(w).value(3, mode=ModeKeys.TRAIN))
+
+
 def test_tape_proxy_saves_what_the_loop_computed(keras_runs: Path) -> None:
     trial = create_trial(str(keras_runs / "tape"))
     assert trial.steps() == list(range(4)) and trial.steps(mode=ModeKeys.TRAIN) == list(range(4))

@@ -81,7 +81,7 @@ def _computed_l2(key: str) -> bool:
     return key.endswith("|l2")
 
 
-@pytest.mark.parametrize("run", ["modes", "reductions", "unfed"])
+@pytest.mark.parametrize("run", ["modes", "reductions", "resource", "unfed"])
 def test_smdebug_reads_tf_runs_as_murphy_does(run: str, session_runs: Path, smdebug_python: str) -> None:
     skip = (lambda key: False) if run == "reductions" else _computed_l2
     assert th.same_reading(session_runs / run, smdebug_python, skip=skip) == []
@@ -114,6 +114,20 @@ def test_modes_and_collections(session_runs: Path) -> None:
     # Adam's beta1_power starts at beta1 and is multiplied by it after every TRAIN step.
     beta = [float(trial.tensor("beta1_power:0").value(s).ravel()[0]) for s in range(5)]
     np.testing.assert_allclose(beta, [0.9 ** (s + 1) for s in range(5)], rtol=1e-6)
+
+
+def test_resource_variables_are_weights_and_biases(session_runs: Path) -> None:
+    """A graph's resource variables are saved like reference ones, read before the update."""
+    ref, res = create_trial(str(session_runs / "modes")), create_trial(str(session_runs / "resource"))
+    assert set(res.tensor_names(collection="weights")) == {"dense/kernel:0", "dense_1/kernel:0"}
+    assert set(res.tensor_names(collection="biases")) == {"dense/bias:0", "dense_1/bias:0"}
+    assert len(res.tensor_names(collection="gradients")) == 4
+    assert {"dense/kernel/Adam:0", "beta1_power:0"} <= set(res.tensor_names(collection="optimizer_variables"))
+    np.testing.assert_array_equal(res.tensor("dense/kernel:0").value(0),
+                                  np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    for step in range(8):
+        np.testing.assert_allclose(res.tensor("dense/kernel:0").value(step), ref.tensor("dense/kernel:0").value(step),
+                                   rtol=1e-6)
 
 
 def test_reductions_keep_tf_names(session_runs: Path) -> None:

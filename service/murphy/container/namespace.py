@@ -1,22 +1,26 @@
 """``python -m murphy.container.namespace HOST_OPT_ML -- argv...``: run ``argv`` where ``/opt/ml``
-is ``HOST_OPT_ML``, for a container entrypoint on the process runtime.
+is ``HOST_OPT_ML``: how the process runtime's toolkit starts every program (script mode, a
+``command`` image, a container entrypoint).
 
-A container entrypoint (``AlgorithmSpecification.ContainerEntrypoint``) is written for a
-container whose ``/opt/ml`` is the job's: the SageMaker SDK 3.x's ``ModelTrainer`` sends
-``/bin/bash -c "... /opt/ml/input/data/sm_drivers/sm_train.sh"``, and that script and the
-drivers it runs name ``/opt/ml/...`` in a dozen places (config files, ``sm_training.env``, the
-failure file, the code directory). Rewriting the arguments would miss every path inside those
-files, so the process runtime gives the program a private mount namespace in which the job's
-directory is bind-mounted at ``/opt/ml`` instead: every path resolves exactly as in a container,
-and nothing changes on the host or for other jobs.
+Programs written for SageMaker name ``/opt/ml``: a container entrypoint (the SageMaker SDK 3.x's
+``ModelTrainer`` sends ``/bin/bash -c "... /opt/ml/input/data/sm_drivers/sm_train.sh"``, and that
+script and its drivers name ``/opt/ml/...`` in a dozen places, inside files too), and a script
+whose hook hard-codes an ``/opt/ml/...`` ``out_dir`` (the article's does). Rewriting arguments
+would miss the paths inside files, so the program gets a private mount namespace in which the
+job's directory is bind-mounted at ``/opt/ml``: every path resolves exactly as in a container,
+and nothing changes on the host or for other jobs. The program then sees ``MURPHY_OPT_ML=/opt/ml``.
 
 Unprivileged users get the namespace through a user namespace that maps only their own uid and
 gid (so files stay theirs and the program gains no privilege outside it); root needs no user
 namespace. Where the host has no ``/opt/ml`` to mount over, a tmpfs goes over ``/opt`` with each
-original entry bind-mounted back, then ``/opt/ml`` is created on it. Where namespaces are refused
-(``kernel.unprivileged_userns_clone=0``, Ubuntu's AppArmor restriction, a seccomp profile), a
-program that names ``/opt/ml`` fails with a reason saying how to fix that; one that does not runs
-as it is. Standard library only (``ctypes`` for ``unshare(2)`` / ``mount(2)``), Linux only.
+original entry bind-mounted back, then ``/opt/ml`` is created on it.
+
+The fallback, where no namespace can be made (``kernel.unprivileged_userns_clone=0``, Ubuntu's
+AppArmor restriction, a seccomp profile) or ``MURPHY_MOUNT_NAMESPACE=off`` turns it off: a program
+whose arguments name ``/opt/ml`` fails with a reason saying how to fix that; any other runs as it
+is with ``MURPHY_OPT_ML`` naming the job's directory, where murphy's hook maps an ``/opt/ml/...``
+``out_dir`` (``murphy.hook.base``). Standard library only (``ctypes`` for ``unshare(2)`` /
+``mount(2)``; the tests run this file on its own as another user), Linux only.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ MS_PRIVATE = 0x40000
 MNT_DETACH = 2
 #: The exit code when the program cannot be given its /opt/ml (as a shell's "cannot execute").
 NO_NAMESPACE_EXIT = 126
+#: The job's /opt/ml as the program sees it (murphy.container.env.OPT_ML_ENV, which the hook reads).
+OPT_ML_ENV = "MURPHY_OPT_ML"
+#: ``off`` (or 0/false/no): never make a namespace, always take the fallback.
+MOUNT_NAMESPACE_ENV = "MURPHY_MOUNT_NAMESPACE"
+_OFF = frozenset({"0", "off", "false", "no"})
 
 
 class NamespaceError(OSError):
@@ -117,13 +126,22 @@ def enter(host_opt_ml: str) -> None:
     _mount(libc, source, SAGEMAKER_OPT_ML, None, MS_BIND | MS_REC)
 
 
+def disabled() -> bool:
+    """True when ``MURPHY_MOUNT_NAMESPACE`` turns the namespace off (the fallback is forced)."""
+    return os.environ.get(MOUNT_NAMESPACE_ENV, "").strip().lower() in _OFF
+
+
 def names_opt_ml(argv: Sequence[str]) -> bool:
     return any(SAGEMAKER_OPT_ML in arg for arg in argv)
 
 
 def how_to_fix(error: BaseException) -> str:
+    if disabled():
+        return (f"murphy: cannot give this container its own {SAGEMAKER_OPT_ML} on the process runtime ({error}); "
+                f"its program names {SAGEMAKER_OPT_ML}/... paths. Unset {MOUNT_NAMESPACE_ENV} (it turns the "
+                "private mount namespace off), or use the Docker runtime (docs/runtimes.md).")
     return (f"murphy: cannot give this container its own {SAGEMAKER_OPT_ML} on the process runtime ({error}); "
-            f"its entrypoint names {SAGEMAKER_OPT_ML}/... paths. Run murphy as root, allow unprivileged user "
+            f"its program names {SAGEMAKER_OPT_ML}/... paths. Run murphy as root, allow unprivileged user "
             "namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 23.10+ also "
             "kernel.apparmor_restrict_unprivileged_userns=0), or use the Docker runtime (docs/runtimes.md).")
 
@@ -168,11 +186,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     host_opt_ml, command = args[0], args[2:]
     try:
+        if disabled():
+            raise NamespaceError(0, f"turned off by {MOUNT_NAMESPACE_ENV}={os.environ[MOUNT_NAMESPACE_ENV]}")
         enter(host_opt_ml)
+        os.environ[OPT_ML_ENV] = SAGEMAKER_OPT_ML
     except OSError as e:
         if names_opt_ml(command):
             return _fail(host_opt_ml, how_to_fix(e))
-        print(f"murphy: no private {SAGEMAKER_OPT_ML} ({e}); running the entrypoint without it", flush=True)
+        # The fallback: the hook maps an /opt/ml/... out_dir into the job's directory.
+        os.environ[OPT_ML_ENV] = host_opt_ml
+        print(f"murphy: no private {SAGEMAKER_OPT_ML} ({e}); running the program without it "
+              f"({OPT_ML_ENV}={host_opt_ml})", flush=True)
     try:
         os.execvp(command[0], command)
     except OSError as e:

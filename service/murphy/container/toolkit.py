@@ -112,16 +112,24 @@ class Toolkit:
         return self._script_mode(platform, args, python), code
 
     def _entrypoint(self, argv: list[str], python: str) -> list[str]:
-        """A container entrypoint runs where ``/opt/ml`` is the job's: in a container it is; on
-        the process runtime it runs in a private mount namespace with the job's directory there
-        (:mod:`murphy.container.namespace`), with ``python3``/``pip3`` on ``PATH`` meaning the
-        runtime's interpreter, as in an image."""
+        """A container entrypoint runs with ``python3``/``pip3`` on ``PATH`` meaning the runtime's
+        interpreter, as in an image (on the process runtime; :meth:`launch` gives it /opt/ml)."""
         if os.path.realpath(self.opt_ml.root) == SAGEMAKER_OPT_ML:
             return argv
         shims = write_python_shims(os.path.join(os.path.dirname(self.opt_ml.root), "murphy-bin"), python)
         self.program_env["PATH"] = os.pathsep.join(p for p in (shims, os.environ.get("PATH", "")) if p)
-        log(f"entrypoint: /opt/ml is {self.opt_ml.root} in the program's own mount namespace")
-        return wrap(argv, self.opt_ml.root, python)
+        return argv
+
+    def launch(self, argv: list[str]) -> list[str]:
+        """How the program is exec'd. In a container ``/opt/ml`` is the job's: as it is. On the
+        process runtime every program (script mode, a command image, an entrypoint) starts
+        through :mod:`murphy.container.namespace`, which gives it a private mount namespace with
+        the job's directory at ``/opt/ml``, or (where none can be made, or MURPHY_MOUNT_NAMESPACE
+        is off) runs it with ``MURPHY_OPT_ML`` naming that directory for the hook to map into."""
+        if os.path.realpath(self.opt_ml.root) == SAGEMAKER_OPT_ML:
+            return argv
+        log(f"/opt/ml is {self.opt_ml.root} in the program's own mount namespace")
+        return wrap(argv, self.opt_ml.root, str(self.config.get("python") or sys.executable))
 
     def _script_mode(self, platform: Mapping[str, Any], args: list[str], python: str) -> list[str]:
         program = platform.get(PROGRAM_HP)
@@ -195,6 +203,7 @@ class Toolkit:
             self.stage("Downloading")
             self.download()
             argv, cwd = self.argv()
+            argv = self.launch(argv)
             if self.signum is not None:
                 raise Interrupted
             if mirror is not None:

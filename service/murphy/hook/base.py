@@ -372,9 +372,12 @@ def _resolve_out_dir(out_dir: str | os.PathLike[str] | ObjectStore | None) -> An
     return _relocate_opt_ml(os.fspath(out_dir))
 
 
-# murphy's process runtime gives each job its own /opt/ml elsewhere on the host and names it here
-# (murphy.container.env.OPT_ML_ENV); a script that hard-codes SageMaker's /opt/ml/... out_dir
-# (the article's does) must write into that one, where the toolkit mirrors it from.
+# murphy's process runtime gives each job its own /opt/ml elsewhere on the host. Its programs run
+# in a private mount namespace where that directory *is* /opt/ml (murphy.container.namespace; then
+# MURPHY_OPT_ML is /opt/ml and nothing is rewritten). Only where the host cannot make one (the
+# documented fallback) is MURPHY_OPT_ML the directory's real path: a script that hard-codes
+# SageMaker's /opt/ml/... out_dir (the article's does) must then write there, where the toolkit
+# mirrors it from.
 _OPT_ML = "/opt/ml"
 _OPT_ML_ENV = "MURPHY_OPT_ML"
 

@@ -10,7 +10,9 @@ saving step, at the batch's end:
 * the optimizer's variables as ``<variable.path>:0`` in ``optimizer_variables`` (TRAIN only);
 * opt-in, :meth:`KerasHook.wrap_optimizer`: gradients as ``gradients/<variable.path>Grad``. The
   wrapper copies every gradient into a fixed-shape shadow variable inside the compiled train step
-  (so it works with and without XLA), and the callback reads them at the batch's end;
+  (so it works with and without XLA), under a ``tf.cond`` on a flag variable the callback raises
+  for saving TRAIN batches only, so other batches copy nothing; the callback reads them at the
+  batch's end;
 * opt-in, :meth:`KerasHook.save_layer_outputs`: layer outputs as ``<layer.name>/outputs`` in
   ``outputs`` and ``layers``, returned by the train step itself (``model.train_step`` of that
   instance) and taken out of ``logs`` again before any other callback sees them.
@@ -55,6 +57,16 @@ def _var_path(v: Any) -> str:
     return str(getattr(v, "path", None) or v.name)
 
 
+def _tf_variable(value: Any) -> Any:
+    """The ``tf.Variable`` behind ``value`` (itself, or a Keras 3 variable's), else None."""
+    if isinstance(value, tf.Variable):
+        return value
+    if isinstance(value, keras.Variable):
+        inner = value.value
+        return inner if isinstance(inner, tf.Variable) else None
+    return None
+
+
 def _take_layer_outputs(logs: Any) -> dict[str, Any] | None:
     """Remove the layer outputs the train step added to ``logs``, saving or not (the progress
     bar and History, which run after user callbacks, must never see them); return them."""
@@ -96,6 +108,11 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         # id(variable) -> (variable, its shadow gradient variable, export name)
         self._shadows: dict[int, tuple[Any, Any, str]] = {}
         self._grads_written = False
+        # Raised for the saving TRAIN batches whose gradients are due (see wrap_optimizer).
+        self._capture: Any = None
+        self._capturing = False
+        # id(tf variables) -> a tf.function reading them all in one call (see _read_values).
+        self._readers: dict[tuple[int, ...], Any] = {}
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None) -> KerasHook:
@@ -115,16 +132,27 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
                          "will not be saved", type(optimizer).__name__)
             return optimizer
         original = optimizer.apply
+        if self._capture is None:
+            self._capture = tf.Variable(False, trainable=False, name="murphy_capture_gradients")
 
         def apply(grads: Any, trainable_variables: Any = None) -> Any:
             grads = list(grads)
             variables = list(trainable_variables) if trainable_variables is not None else None
+            copies = []
             if variables is not None:
                 for grad, var in zip(grads, variables, strict=False):
                     hit = self._shadows.get(id(var))
                     if hit is not None and grad is not None and not isinstance(grad, tf.IndexedSlices):
-                        hit[1].assign(tf.cast(grad, hit[1].dtype))
-                        self._grads_written = True
+                        copies.append((hit[1], grad))
+            if copies:
+                # Most batches save nothing: copy only when the callback raised the flag.
+                def copy() -> Any:
+                    for shadow, grad in copies:
+                        shadow.assign(tf.cast(grad, shadow.dtype))
+                    return tf.constant(True)
+
+                tf.cond(self._capture, copy, lambda: tf.constant(False))
+                self._grads_written = True
             return original(grads, variables)
 
         optimizer.apply = apply
@@ -212,6 +240,11 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     def _full_begin(self, mode: ModeKeys) -> None:
         self.set_mode(mode)
         self._begin_full_step()
+        capture = (self._capture is not None and self._saving and mode is ModeKeys.TRAIN
+                   and CollectionKeys.GRADIENTS in self._due)
+        if capture != self._capturing:
+            self._capture.assign(capture)
+            self._capturing = capture
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self._batch_end(logs)
@@ -226,6 +259,12 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         extras = _take_layer_outputs(logs)
         if self._saving:
             self.guard.run("batch_end", self._save_batch, logs, extras)
+        if self._capturing:  # the next batches take the quiet path, which never lowers it
+            self.guard.run("batch_end", self._stop_capture)
+
+    def _stop_capture(self) -> None:
+        self._capture.assign(False)
+        self._capturing = False
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         # Keras falls back to the last batch's logs for the epoch's: History must not keep them.
@@ -241,39 +280,66 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
     @guarded
     def _save_batch(self, logs: Any, extras: dict[str, Any] | None) -> None:
+        # (collection, name, value) of everything due, so the variables are read in one call.
+        due: list[tuple[str, str, Any]] = []
         if isinstance(logs, dict):
             for key, value in logs.items():
                 if key == "batch" or value is None:
                     continue
-                cname = CollectionKeys.LOSSES if key in LOSS_KEYS else CollectionKeys.METRICS
-                self._save_member(cname, str(key), value)
+                due.append((CollectionKeys.LOSSES if key in LOSS_KEYS else CollectionKeys.METRICS, str(key), value))
         if extras:
             for name, value in extras.items():
-                self._save_member(CollectionKeys.OUTPUTS, name, value)
+                due.append((CollectionKeys.OUTPUTS, name, value))
                 self.collections.get(CollectionKeys.LAYERS).add_tensor_name(name)
         model = self.model
         if model is not None:
             for layer in model.layers:
                 for var in layer.weights:
                     name = f"{layer.name}/weights/{_var_path(var)}:0"
-                    cname = CollectionKeys.BIASES if BIAS_PATTERN in name else CollectionKeys.WEIGHTS
-                    self._save_member(cname, name, var)
+                    due.append((CollectionKeys.BIASES if BIAS_PATTERN in name else CollectionKeys.WEIGHTS, name, var))
             optimizer = getattr(model, "optimizer", None)
             if optimizer is not None and self._step_mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
                 for var in optimizer.variables:
-                    self._save_member(CollectionKeys.OPTIMIZER_VARIABLES, f"{_var_path(var)}:0", var)
+                    due.append((CollectionKeys.OPTIMIZER_VARIABLES, f"{_var_path(var)}:0", var))
         if self._grads_written and self._step_mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
             for _var, shadow, name in self._shadows.values():
-                self._save_member(CollectionKeys.GRADIENTS, name, shadow)
+                due.append((CollectionKeys.GRADIENTS, name, shadow))
+        due = [item for item in due if self._wants(item[0], item[1])]
+        for (_cname, name, _value), value in zip(due, self._read_values([v for _c, _n, v in due]), strict=True):
+            self._save(name, value)
 
     def _save_member(self, cname: str, name: str, value: Any) -> None:
+        if self._wants(cname, name):
+            self._save(name, value)
+
+    def _wants(self, cname: str, name: str) -> bool:
         coll = self.collections.collections.get(cname)
         if coll is None or cname not in self._due:
-            return
+            return False
         if not coll.has_tensor_name(name):
             coll.add_tensor_name(name)
             self.collections.invalidate()
-        self._save(name, value)
+        return True
+
+    def _read_values(self, values: list[Any]) -> list[Any]:
+        """numpy copies of ``values``; the variables among them are read by one compiled call.
+
+        Reading a Keras variable eagerly (``.numpy()``) costs ~0.1-0.2 ms each on CPU, and each
+        reduction read it again: a saving step of a small model spent milliseconds there.
+        """
+        out: list[Any] = list(values)
+        at = [i for i, v in enumerate(values) if _tf_variable(v) is not None]
+        if not at:
+            return out
+        variables = [_tf_variable(values[i]) for i in at]
+        key = tuple(id(v) for v in variables)
+        reader = self._readers.get(key)
+        if reader is None:
+            reader = tf.function(lambda: [tf.identity(v) for v in variables])
+            self._readers[key] = reader
+        for i, tensor in zip(at, reader(), strict=True):
+            out[i] = tensor.numpy()
+        return out
 
     @guarded
     def save_tensor(self, tensor_name: str, tensor_value: Any, collections_to_write: Any = "default") -> None:

@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+import tensorflow
 import tensorflow.compat.v1 as tf
 
 from murphy.core.collection import CollectionKeys
@@ -43,6 +44,10 @@ from murphy.storage import ObjectStore
 _log = logging.getLogger(LOGGER_NAME)
 _PLACEHOLDER_OPS = frozenset({"Placeholder"})
 _UNFETCHABLE_DTYPES = (tf.resource, tf.variant)
+# ``tf.compat.v1.Variable`` is TensorFlow's VariableV1: a resource variable (a graph built without
+# ``disable_v2_behavior()``, or with ``use_resource=True``) is a ``tensorflow.Variable`` but no
+# VariableV1, so variables are recognised by the common base class.
+_VARIABLE = tensorflow.Variable
 
 
 class SessionHook(tf.train.SessionRunHook, BaseHook):  # type: ignore[misc]
@@ -109,7 +114,7 @@ class SessionHook(tf.train.SessionRunHook, BaseHook):  # type: ignore[misc]
             for out in item.outputs:
                 self._add_member(cname, out, mode)
             return
-        if isinstance(item, tf.Variable):
+        if isinstance(item, _VARIABLE):
             name, target = item.name, item
         elif isinstance(item, tf.Tensor | tf.IndexedSlices):
             name = item.name if isinstance(item, tf.Tensor) else item.values.name
@@ -182,7 +187,7 @@ class SessionHook(tf.train.SessionRunHook, BaseHook):  # type: ignore[misc]
         variable_names: set[str] = set()
         for members in self._members.values():
             for name, target in list(members.items()):
-                if isinstance(target, tf.Variable) and target.graph is graph:
+                if isinstance(target, _VARIABLE) and target.graph is graph:
                     members[name] = target.value()
                     variable_names.add(name)
         self._variable_reads = variable_names

@@ -25,10 +25,11 @@ from murphy.runtimes.cluster import HostNetwork
 
 #: Variables a container inherits from the service's environment (everything else comes from
 #: the runtime's ``base_env`` and the job): enough to find Python, the user's AWS
-#: configuration for a real S3 endpoint, and the GPUs.
+#: configuration for a real S3 endpoint, the GPUs, and whether programs get a private /opt/ml
+#: (MURPHY_MOUNT_NAMESPACE, murphy.container.namespace).
 INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH",
              "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CUDA_VISIBLE_DEVICES",
-             "NVIDIA_VISIBLE_DEVICES")
+             "NVIDIA_VISIBLE_DEVICES", "MURPHY_MOUNT_NAMESPACE")
 INHERITED_PREFIXES = ("LC_", "AWS_")
 SAGEMAKER_OPT_ML = "/opt/ml/"
 CONTAINER_MARKER_ENV = "MURPHY_CONTAINER"

@@ -4,7 +4,8 @@ usage: python keras_runs.py OUT_BASE   → OUT_BASE/<run>/ (trials) + OUT_BASE/<
 
 * ``fit`` / ``fit_jit``: ``model.fit`` with validation data (TRAIN and EVAL batches), gradients
   through ``wrap_optimizer``, layer outputs through ``save_layer_outputs``; ``fit_jit`` compiles
-  the train step with XLA (``jit_compile=True``);
+  the train step with XLA (``jit_compile=True``); ``fit_every3`` / ``fit_every3_jit`` save every
+  third batch only (the gradient copy runs on saving batches only);
 * ``tape``: a custom eager loop through ``hook.wrap_tape(tape)`` plus ``save_tensor``; the truth
   file holds the loss and gradients the loop itself got.
 """
@@ -35,8 +36,8 @@ def model() -> keras.Model:
                              keras.layers.Dense(1, name="dense_1")], name="net")
 
 
-def fit(out_dir: Path, jit: bool) -> None:
-    hook = smd.KerasHook(out_dir=str(out_dir), save_config=smd.SaveConfig(save_interval=1),
+def fit(out_dir: Path, jit: bool, interval: int = 1) -> None:
+    hook = smd.KerasHook(out_dir=str(out_dir), save_config=smd.SaveConfig(save_interval=interval),
                          include_collections=["weights", "biases", "gradients", "losses", "metrics", "outputs"])
     m = model()
     opt = hook.wrap_optimizer(keras.optimizers.Adam(0.01))
@@ -77,5 +78,7 @@ if __name__ == "__main__":
     base.mkdir(parents=True, exist_ok=True)
     fit(base / "fit", jit=False)
     fit(base / "fit_jit", jit=True)
+    fit(base / "fit_every3", jit=False, interval=3)
+    fit(base / "fit_every3_jit", jit=True, interval=3)
     tape(base / "tape")
     print("ok", flush=True)

@@ -8,6 +8,8 @@ Runs (each in a fresh graph, one process so TensorFlow is imported once):
   optimizer is not run), a regex collection over graph tensors, ``optimizer_variables`` and a
   scalar; every tensor saved raw.
 * ``reductions``: the same model, reductions only (no raw tensors).
+* ``resource``: the ``modes`` model with resource variables (``use_resource=True``, what a graph
+  built without ``disable_v2_behavior()`` has): they are weights and biases like reference ones.
 * ``unfed``: a tensor that needs a placeholder the run does not feed is skipped, not an error.
 The truth file holds, per step, the loss each ``sess.run`` returned.
 """
@@ -26,9 +28,16 @@ tf.disable_v2_behavior()
 TRAIN_STEPS, EVAL_STEPS = 5, 3
 
 
-def model() -> tuple[object, object, object, object]:
+def model(resource: bool = False) -> tuple[object, object, object, object]:
     x = tf.placeholder(tf.float32, shape=(None, 3), name="x")
     y = tf.placeholder(tf.float32, shape=(None, 1), name="y")
+    if resource:
+        with tf.variable_scope(tf.get_variable_scope(), use_resource=True):
+            return _layers(x, y)
+    return _layers(x, y)
+
+
+def _layers(x: object, y: object) -> tuple[object, object, object, object]:
     with tf.variable_scope("dense"):
         w1 = tf.get_variable("kernel", initializer=tf.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)))
         b1 = tf.get_variable("bias", initializer=tf.zeros([4]))
@@ -48,7 +57,7 @@ def batch(step: int) -> tuple[np.ndarray, np.ndarray]:
     return xs, xs.sum(axis=1, keepdims=True).astype(np.float32)
 
 
-def train(out_dir: Path, reduction_config: smd.ReductionConfig | None) -> list[float]:
+def train(out_dir: Path, reduction_config: smd.ReductionConfig | None, resource: bool = False) -> list[float]:
     losses: list[float] = []
     with tf.Graph().as_default():
         hook = smd.SessionHook(
@@ -58,7 +67,7 @@ def train(out_dir: Path, reduction_config: smd.ReductionConfig | None) -> list[f
             reduction_config=reduction_config,
         )
         hook.get_collection("relus").include("relu")
-        x, y, loss, _ = model()
+        x, y, loss, _ = model(resource)
         hook.add_to_collection("losses", loss)
         opt = hook.wrap_optimizer(tf.train.AdamOptimizer(0.05))
         train_op = opt.minimize(loss)
@@ -98,5 +107,6 @@ if __name__ == "__main__":
     np.savez(base / "modes.truth.npz", loss=np.array(train(base / "modes", None)))
     red = smd.ReductionConfig(reductions=["min", "max", "mean"], abs_reductions=["mean"], norms=["l2"])
     np.savez(base / "reductions.truth.npz", loss=np.array(train(base / "reductions", red)))
+    np.savez(base / "resource.truth.npz", loss=np.array(train(base / "resource", None, resource=True)))
     unfed(base / "unfed")
     print("ok", flush=True)

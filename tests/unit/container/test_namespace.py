@@ -131,3 +131,77 @@ def test_in_a_container_the_entrypoint_runs_as_given() -> None:
     argv = ["/bin/bash", "-c", "/opt/ml/input/data/sm_drivers/sm_train.sh"]
     assert toolkit._entrypoint(list(argv), "/opt/murphy/bin/python") == argv
     assert toolkit.program_env == {}
+
+
+#: A script-mode program written for SageMaker: its hook's out_dir is a hard-coded /opt/ml path.
+TRAIN_PY = """
+import os, torch
+from murphy.core import SaveConfig
+from murphy.hook.torch import Hook
+hook = Hook(out_dir="/opt/ml/output/tensors", save_config=SaveConfig(save_interval=1), include_collections=["weights"])
+model = torch.nn.Linear(2, 1)
+hook.register_module(model)
+model(torch.ones(1, 2)).sum().backward()
+hook.close()
+open(os.path.join(os.environ["SM_MODEL_DIR"], "seen"), "w").write(
+    os.environ["MURPHY_OPT_ML"] + "\\n" + str(os.path.isfile("/opt/ml/input/config/murphy.json")))
+"""
+
+
+def _script_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OptMl:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(TRAIN_PY)
+    opt_ml = make(tmp_path, kind="script-mode")
+    Path(opt_ml.config_file("hyperparameters.json")).write_text(json.dumps(
+        {"sagemaker_program": '"train.py"', "sagemaker_submit_directory": json.dumps(src.as_uri())}))
+    monkeypatch.setenv("MURPHY_STAGE_FILE", str(tmp_path / "stage.json"))
+    monkeypatch.setenv("MURPHY_OPT_ML", opt_ml.root)  # what the process runtime sets
+    monkeypatch.setenv("SM_MODEL_DIR", opt_ml.model_dir)
+    return opt_ml
+
+
+def _events(opt_ml: OptMl) -> list[Path]:
+    return sorted(Path(opt_ml.tensors_dir).rglob("*.tfevents"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="mount namespaces are Linux's")
+def test_a_script_mode_program_runs_in_the_namespace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Script mode gets the same private /opt/ml as an entrypoint: the hard-coded out_dir is the
+    job's own directory there, and the hook has nothing to rewrite (MURPHY_OPT_ML is /opt/ml)."""
+    if os.geteuid() != 0 and not _userns_allowed(sys.executable):
+        pytest.skip("no mount namespace here (the fallback is tested below)")
+    host_had_opt_ml = os.path.exists("/opt/ml")
+    monkeypatch.delenv("MURPHY_MOUNT_NAMESPACE", raising=False)
+    opt_ml = _script_mode(tmp_path, monkeypatch)
+    assert Toolkit(opt_ml).run() == 0, Path(opt_ml.failure_file).read_text() if os.path.exists(opt_ml.failure_file) else ""
+    assert Path(opt_ml.model_dir, "seen").read_text().split() == ["/opt/ml", "True"]
+    assert _events(opt_ml), list(Path(opt_ml.root).rglob("*"))
+    assert os.path.exists("/opt/ml") == host_had_opt_ml
+
+
+@pytest.mark.parametrize("off", ["off", "0"])
+def test_without_the_namespace_script_mode_falls_back_to_the_hooks_rewrite(
+    off: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MURPHY_MOUNT_NAMESPACE=off forces the fallback: the program runs as it is, MURPHY_OPT_ML
+    names the job's directory, and the hook maps its /opt/ml/... out_dir there."""
+    host_had_opt_ml = os.path.exists("/opt/ml")
+    monkeypatch.setenv("MURPHY_MOUNT_NAMESPACE", off)
+    opt_ml = _script_mode(tmp_path, monkeypatch)
+    assert Toolkit(opt_ml).run() == 0, Path(opt_ml.failure_file).read_text() if os.path.exists(opt_ml.failure_file) else ""
+    assert Path(opt_ml.model_dir, "seen").read_text().split() == [opt_ml.root, str(host_had_opt_ml and Path(
+        "/opt/ml/input/config/murphy.json").is_file())]
+    assert _events(opt_ml), list(Path(opt_ml.root).rglob("*"))
+    assert os.path.exists("/opt/ml") == host_had_opt_ml
+
+
+def test_with_the_namespace_off_an_entrypoint_naming_opt_ml_says_how_to_fix_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opt_ml = make(tmp_path, container_entrypoint=["/bin/bash"], container_arguments=["-c", SCRIPT])
+    monkeypatch.setenv("MURPHY_STAGE_FILE", str(tmp_path / "stage.json"))
+    monkeypatch.setenv("MURPHY_MOUNT_NAMESPACE", "off")
+    assert Toolkit(opt_ml).run() == 126
+    failure = Path(opt_ml.failure_file).read_text()
+    assert "turned off by MURPHY_MOUNT_NAMESPACE=off" in failure and "Unset MURPHY_MOUNT_NAMESPACE" in failure
