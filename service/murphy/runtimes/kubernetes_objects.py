@@ -130,9 +130,10 @@ def config_map(plan: TrainingPlan, files: Mapping[str, str], opts: KubernetesOpt
     if size > MAX_CONFIG_BYTES:
         raise RuntimeBackendError(f"the job's config files take {size} bytes; a ConfigMap holds at most "
                                   f"{MAX_CONFIG_BYTES} (the hyperparameters are too large for Kubernetes)")
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": _meta(kn.config_map_name(opts.runtime_id, plan), opts, plan, role="config"),
-            "immutable": True, "data": dict(files)}
+    meta = _meta(kn.config_map_name(opts.runtime_id, plan), opts, plan, role="config")
+    if plan.max_runtime_s:
+        meta["annotations"][kn.MAX_RUNTIME] = str(int(plan.max_runtime_s))
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "immutable": True, "data": dict(files)}
 
 
 def secret(plan: TrainingPlan, credentials: Mapping[str, str], opts: KubernetesOptions) -> dict[str, Any]:
