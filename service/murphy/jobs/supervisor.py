@@ -304,8 +304,10 @@ class Supervisor:
         stage = STAGES.get(state.stage or "", S.Starting if state.phase == "pending" else S.Downloading)
         changed |= advance(rec, stage, now)
         limit = rec.spec.get("StoppingCondition", {}).get("MaxRuntimeInSeconds")
+        # Counted from the container's start: a pod waiting for a node or an image (Kubernetes)
+        # is not running yet; the runtime's own timeouts bound that wait.
         started = rec.training_start_time or rec.creation_time
-        if limit and now - started > float(limit):
+        if limit and state.phase != "pending" and now - started > float(limit):
             rec.notes["max_runtime_exceeded"] = True
             changed |= request_stop(rec, f"Training job exceeded MaxRuntimeInSeconds ({limit} s)", now)
             changed |= self._signal(rec, "training", rec.training, now)

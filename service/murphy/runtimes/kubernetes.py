@@ -46,7 +46,7 @@ from murphy.runtimes.base import (
     TrainingPlan,
 )
 from murphy.runtimes.kubernetes_client import KubeApi, KubernetesConflict, KubernetesError, Obj
-from murphy.runtimes.kubernetes_logs import Followers, copy_once
+from murphy.runtimes.kubernetes_logs import Followers
 from murphy.runtimes.kubernetes_resources import pod_resources
 from murphy.runtimes.kubernetes_status import Limits, Observation, epoch, observe
 
@@ -291,9 +291,10 @@ class KubernetesRuntime:
         try:
             for pod in self.api.list("Pod", labels=d["selector"]):
                 host = int((pod["metadata"].get("annotations") or {}).get("batch.kubernetes.io/job-completion-index") or 0)
+                path = log_path(d, host)
+                self.followers.wait(path, 2.0)  # its container ended: the stream is at its end
                 with contextlib.suppress(KubernetesError, OSError):
-                    copy_once(self.api, pod["metadata"]["name"], "rule" if d.get("role") == "rule" else "algo",
-                              log_path(d, host))
+                    self.followers.copy_if_idle(pod["metadata"]["name"], "rule" if d.get("role") == "rule" else "algo", path)
             if d.get("role") == "training" and d.get("anchor"):
                 self.api.delete("ConfigMap", d["anchor"], propagation="Foreground")
             else:
@@ -309,11 +310,7 @@ class KubernetesRuntime:
         path = log_path(d, 0)
         if not self.followers.active(path) and not Path(d["dir"], "log.done").exists():
             with contextlib.suppress(KubernetesError, OSError):
-                obs = self.observe(handle)  # starts the followers of a re-attached job
-                if not self.followers.active(path):
-                    for pod, container, host in obs.log_sources:
-                        if host == 0:
-                            copy_once(self.api, pod, container, path)
+                self.observe(handle)  # (re)starts the followers of a job re-attached after a restart
         return logfile.read_page(path, cursor, limit)
 
     def close(self) -> None:

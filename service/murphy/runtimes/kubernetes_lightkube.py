@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
 import httpx2
-from lightkube import ApiError, Client, ConfigError, KubeConfig, codecs
+from lightkube import ApiError, Client, ConfigError, KubeConfig, SingleConfig, codecs
+from lightkube.config.models import Cluster, User
 from lightkube.core.exceptions import LoadResourceError
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import ConfigMap, Event, Pod, PodLog, Secret, Service
@@ -75,20 +76,19 @@ def _raise(err: BaseException, what: str) -> NoReturn:
     raise map_error(err, what) from err
 
 
-def load_config(kubeconfig: str | None = None, context: str | None = None, server: str | None = None) -> KubeConfig:
-    """``server`` (a bare URL, as the fake API server's tests use), else ``kubeconfig`` (a file;
-    ``context`` selects one), else the environment: ``KUBECONFIG``, the in-cluster ServiceAccount,
-    ``~/.kube/config``."""
+def load_config(kubeconfig: str | None = None, context: str | None = None,
+                server: str | None = None) -> KubeConfig | SingleConfig:
+    """``server`` (a bare URL without authentication: ``kubectl proxy``, the fake API server of
+    the tests), else ``kubeconfig`` (a file; ``context`` selects one of its contexts), else the
+    environment: the in-cluster ServiceAccount, ``KUBECONFIG``, ``~/.kube/config``."""
     try:
         if server:
-            return KubeConfig.from_server(server)
-        if kubeconfig:
-            conf = KubeConfig.from_file(kubeconfig)
-        else:
-            conf = KubeConfig.from_env()
+            return KubeConfig.from_one(cluster=Cluster(server=server), user=User())
+        conf = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
         if context:
-            conf.get(context_name=context)  # refuses an unknown context now, not at the first request
-            conf = KubeConfig(clusters=conf.clusters, contexts=conf.contexts, users=conf.users, current_context=context)
+            single = conf.get(context_name=context)  # refuses an unknown context now, not at the first request
+            assert single is not None
+            return single
         return conf
     except (ConfigError, OSError, ValueError, KeyError) as e:
         _raise(e if isinstance(e, ConfigError) else ConfigError(str(e)), "loading the configuration")
@@ -97,7 +97,7 @@ def load_config(kubeconfig: str | None = None, context: str | None = None, serve
 class LightkubeApi:
     """:class:`~murphy.runtimes.kubernetes_client.KubeApi` over a ``lightkube.Client``."""
 
-    def __init__(self, namespace: str, config: KubeConfig | None = None, *, timeout_s: float = 10.0,
+    def __init__(self, namespace: str, config: KubeConfig | SingleConfig | None = None, *, timeout_s: float = 10.0,
                  transport: httpx2.BaseTransport | None = None) -> None:
         self.namespace = namespace
         self.requests = 0

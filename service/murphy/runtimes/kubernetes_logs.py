@@ -109,14 +109,39 @@ def copy_once(api: KubeApi, pod: str, container: str, path: str, *, follow: bool
 
 
 class Followers:
-    """The follower threads of one runtime, by log file (at most one per file)."""
+    """The follower threads of one runtime. One writer per log file: a follower holds the
+    file's lock while it runs, and a one-off copy (:meth:`copy_if_idle`) happens only when no
+    follower holds it, so two readers of one stream never append the same lines twice."""
 
     def __init__(self, api: KubeApi, *, reconnect_s: float = 0.5) -> None:
         self.api = api
         self.reconnect_s = reconnect_s
         self._threads: dict[str, threading.Thread] = {}
+        self._files: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+
+    def _file_lock(self, path: str) -> threading.Lock:
+        with self._lock:
+            return self._files.setdefault(path, threading.Lock())
+
+    def copy_if_idle(self, pod: str, container: str, path: str) -> int:
+        """One non-follow copy, unless a follower is writing ``path`` (it has the lines)."""
+        lock = self._file_lock(path)
+        if not lock.acquire(blocking=False):
+            return 0
+        try:
+            return copy_once(self.api, pod, container, path)
+        finally:
+            lock.release()
+
+    def wait(self, path: str, timeout: float) -> None:
+        """Give the followers of ``path`` up to ``timeout`` s to finish (their container ended)."""
+        with self._lock:
+            threads = [t for k, t in self._threads.items() if k.startswith(path + "\0")]
+        deadline = time.monotonic() + timeout
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def follow(self, pod: str, container: str, path: str, ended: Callable[[], bool]) -> None:
         """Follow ``pod``'s ``container`` into ``path`` until ``ended()`` says the container is
@@ -135,6 +160,10 @@ class Followers:
             t.start()
 
     def _run(self, pod: str, container: str, path: str, ended: Callable[[], bool]) -> None:
+        with self._file_lock(path):
+            self._follow(pod, container, path, ended)
+
+    def _follow(self, pod: str, container: str, path: str, ended: Callable[[], bool]) -> None:
         while not self._stop.is_set():
             try:
                 copy_once(self.api, pod, container, path, follow=True)
