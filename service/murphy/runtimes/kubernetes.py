@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from murphy.exceptions import RuntimeBackendError
+from murphy.runtimes import kubernetes_hosts as kh
 from murphy.runtimes import kubernetes_names as kn
 from murphy.runtimes import kubernetes_objects as ko
 from murphy.runtimes import logfile
@@ -97,11 +98,23 @@ class KubernetesRuntime:
             return self._launch_rule(plan)
 
     def _launch_training(self, plan: TrainingPlan) -> Handle:
+        # One plan per host (``current_host``/``hosts``, where the supervisor launches each host
+        # on its own): every host's launch ensures the one Indexed Job, made from algo-1's plan,
+        # and gets a handle on its own pod (completion index = host - 1).
+        host = kh.plan_host(plan)
+        first = kh.first_host_plan(plan)
+        handle = self._launch_job(first)
+        if host is not None:
+            handle.data["host"] = host
+            handle.data["container_name"] = plan.container_name
+        return handle
+
+    def _launch_job(self, plan: TrainingPlan) -> Handle:
         opts = self.options
         res = pod_resources(plan.instance_type, opts.profiles)
         files, env = ko.training_files(plan, opts, res)
         objs = [ko.config_map(plan, files, opts), ko.secret(plan, self._credentials, opts)]
-        if plan.instance_count > 1:
+        if kh.host_count(plan) > 1:
             objs.append(ko.headless_service(plan, opts))
         objs.append(ko.training_job(plan, env, opts, res))
         anchor = self._ensure(kn.with_spec_hash(objs[0]))
@@ -109,7 +122,7 @@ class KubernetesRuntime:
         job: Obj = anchor
         for obj in objs[1:]:
             job = self._ensure(ko.owned_by(kn.with_spec_hash(obj), anchor, uid))
-        return self._handle(plan, job, anchor["metadata"]["name"], "training", max(1, plan.instance_count))
+        return self._handle(plan, job, anchor["metadata"]["name"], "training", kh.host_count(plan))
 
     def _launch_rule(self, plan: RulePlan) -> Handle:
         name = kn.config_map_name(self.rid, plan)
@@ -169,7 +182,7 @@ class KubernetesRuntime:
         obs = self.observe(handle)
         st = obs.state
         if st.phase in ("exited", "missing") and not st.log_tail:
-            tail = logfile.tail(log_path(handle.data, 0))
+            tail = logfile.tail(log_path(handle.data, int(handle.data.get("host") or 0)))
             st = ContainerState(st.phase, st.exit_code, st.failure, tail, st.started_at, st.ended_at, st.stage)
         return st
 
@@ -198,7 +211,11 @@ class KubernetesRuntime:
             stop_at, failure = epoch_s(notes.get(f"{kn.STOP_REQUESTED_AT}.{d['key']}")), notes.get(f"{kn.FAILURE}.{d['key']}")
         quiet = job is not None and not pods
         events = self.api.list("Event", fields={"involvedObject.uid": str(job["metadata"]["uid"])}) if quiet and job else []
-        obs = observe(role, job, pods, events, now=now, expected_uid=handle.id, hosts=int(d.get("hosts") or 1),
+        hosts = int(d.get("hosts") or 1)
+        if d.get("host") is not None:  # one host's handle: its pod only
+            pods = [p for p in pods if kh.pod_index(p) == int(d["host"])]
+            hosts = 1
+        obs = observe(role, job, pods, events, now=now, expected_uid=handle.id, hosts=hosts,
                       limits=self.limits, stop_requested=stop_at is not None, recorded_failure=failure)
         if obs.give_up and job is not None:
             self._give_up(handle, obs.give_up)
@@ -307,7 +324,7 @@ class KubernetesRuntime:
 
     def read_logs(self, handle: Handle, cursor: int = 0, limit: int = 10_000) -> LogPage:
         d = handle.data
-        path = log_path(d, 0)
+        path = log_path(d, int(d.get("host") or 0))
         if not self.followers.active(path) and not Path(d["dir"], "log.done").exists():
             with contextlib.suppress(KubernetesError, OSError):
                 self.observe(handle)  # (re)starts the followers of a job re-attached after a restart
