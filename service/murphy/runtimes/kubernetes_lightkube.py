@@ -11,6 +11,7 @@ here. Every exception the library, httpx2 or the kubeconfig loader raises goes t
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
@@ -101,6 +102,8 @@ class LightkubeApi:
                  transport: httpx2.BaseTransport | None = None) -> None:
         self.namespace = namespace
         self.requests = 0
+        # httpx2 logs every request at INFO: a line per poll would bury murphy's own log.
+        logging.getLogger("httpx2").setLevel(max(logging.WARNING, logging.getLogger("httpx2").level))
         try:
             self._client = Client(config=config, namespace=namespace, timeout=httpx2.Timeout(timeout_s),
                                   field_manager="murphy", trust_env=config is None, transport=transport)

@@ -1,0 +1,82 @@
+"""What the fake kubelet "pulls": an image reference becomes a local program (the image's
+ENTRYPOINT and CMD), from a mapping the test gives and then murphy's image catalog, the same
+one the process runtime uses (``script-mode`` images run the training toolkit, rule evaluators
+``python -m murphy.rules``, ``command`` images their command). An image found nowhere fails to
+pull (``ErrImagePull``, then ``ImagePullBackOff``), as a missing image does on a cluster; a
+malformed reference is ``InvalidImageName``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from murphy.exceptions import RuntimeBackendError
+from murphy.runtimes.catalog import ImageCatalog
+
+_REFERENCE = re.compile(
+    r"^((?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9-]+)*(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+#: Images with a shell and Python but no entrypoint of their own (a pod gives them a command).
+BASE_IMAGES: dict[str, tuple[str, ...]] = {
+    "murphy/python:*": (), "murphy/python-deps:*": (), "murphy/base:*": (),
+    "python:*": ("python3",), "python": ("python3",), "busybox*": ("sh",), "debian*": ("bash",),
+}
+_PYTHONS = ("python", "python3")
+
+
+class PullError(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+@dataclass(frozen=True)
+class Image:
+    reference: str
+    entrypoint: tuple[str, ...]
+    cmd: tuple[str, ...] = ()
+    python: str = ""
+
+
+class ImageResolver:
+    """``images``: fnmatch pattern → the image's ENTRYPOINT argv (empty: none); first match wins,
+    before murphy's catalog. ``python``: the interpreter that ``python``/``python3`` means."""
+
+    def __init__(self, catalog: ImageCatalog | None = None, images: Mapping[str, Sequence[str]] | None = None,
+                 python: str = sys.executable) -> None:
+        self.catalog = catalog or ImageCatalog()
+        self.images = {**{k: tuple(v) for k, v in (images or {}).items()}, **BASE_IMAGES}
+        self.python = python
+
+    def resolve(self, reference: str) -> Image:
+        if not _REFERENCE.match(reference):
+            raise PullError("InvalidImageName", f'Failed to apply default image tag "{reference}": couldn\'t parse '
+                            f'image name "{reference}": invalid reference format')
+        for pattern, entrypoint in self.images.items():
+            if fnmatch.fnmatchcase(reference, pattern):
+                return Image(reference, entrypoint)
+        try:
+            entry = self.catalog.resolve(reference)
+        except RuntimeBackendError:
+            raise PullError("ErrImagePull", f'failed to pull and unpack image "{reference}": failed to resolve '
+                            f'reference "{reference}": {reference}: not found') from None
+        if entry.kind == "rule-evaluator":
+            return Image(reference, ("python", "-m", "murphy.rules"))
+        if entry.kind == "script-mode":
+            return Image(reference, ("python", "-m", "murphy.container"), python=entry.python)
+        return Image(reference, tuple(entry.command), python=entry.python)
+
+    def argv(self, image: Image, command: Sequence[str] | None, args: Sequence[str] | None) -> list[str]:
+        """Kubernetes' rule: ``command`` replaces ENTRYPOINT (and drops CMD), ``args`` replaces CMD."""
+        if command:
+            argv = [*command, *(args or [])]
+        else:
+            argv = [*image.entrypoint, *(args if args is not None else image.cmd)]
+        if argv and argv[0] in _PYTHONS:
+            argv[0] = image.python or self.python
+        return argv
