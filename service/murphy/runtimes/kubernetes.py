@@ -93,9 +93,19 @@ class KubernetesRuntime:
         with self._lock:
             lock = self._launch_locks.setdefault(plan.container_name, threading.Lock())
         with lock:
-            if isinstance(plan, TrainingPlan):
-                return self._launch_training(plan)
-            return self._launch_rule(plan)
+            # A launch that fails fails the job: a transient refusal (429, 5xx, a dropped
+            # connection) is tried again first. Launching again is safe (adoption by spec hash).
+            for delay in (0.5, 1.0, 2.0, None):
+                try:
+                    if isinstance(plan, TrainingPlan):
+                        return self._launch_training(plan)
+                    return self._launch_rule(plan)
+                except KubernetesError as e:
+                    if not e.retryable or delay is None:
+                        raise
+                    log.warning("kubernetes: launching %s: %s; trying again in %.1f s", plan.container_name, e, delay)
+                    time.sleep(delay)
+            raise AssertionError("unreachable")
 
     def _launch_training(self, plan: TrainingPlan) -> Handle:
         # One plan per host (``current_host``/``hosts``, where the supervisor launches each host

@@ -249,3 +249,19 @@ def test_api_errors_surface_as_runtime_errors(tmp_path: Path) -> None:
     api.fail_with = KubernetesError("Kubernetes API: create ConfigMap x: forbidden (403 Forbidden)", status=403)
     with pytest.raises(RuntimeBackendError, match="403"):
         runtime(tmp_path, api, Clock()).launch(training())
+
+
+def test_a_transient_refusal_at_launch_is_tried_again(tmp_path: Path) -> None:
+    api = FakeKubeApi()
+    real_create = api.create
+    failures = [KubernetesError("Kubernetes API: create ConfigMap: etcdserver: request timed out (500)", status=500,
+                                retryable=True)]
+
+    def flaky(obj: dict[str, Any]) -> dict[str, Any]:
+        if failures:
+            raise failures.pop()
+        return real_create(obj)
+
+    api.create = flaky  # type: ignore[method-assign]
+    h = runtime(tmp_path, api, Clock()).launch(training())
+    assert ("Job", h.data["name"]) in api.objects
