@@ -199,13 +199,14 @@ class KubernetesRuntime:
     def observe(self, handle: Handle) -> Observation:
         """The mapped observation (cached for ``poll_interval_s``; acts on a give-up)."""
         now = self.clock()
+        key = _cache_key(handle)
         with self._lock:
-            hit = self._cache.get(handle.id)
+            hit = self._cache.get(key)
         if hit is not None and 0 <= now - hit[0] < self.poll_interval_s:
             return hit[1]
         obs = self._observe(handle, now)
         with self._lock:
-            self._cache[handle.id] = (now, obs)
+            self._cache[key] = (now, obs)
         return obs
 
     def _observe(self, handle: Handle, now: float) -> Observation:
@@ -294,8 +295,9 @@ class KubernetesRuntime:
     def stop(self, handle: Handle, *, force: bool = False) -> None:
         d = handle.data
         now = self.clock()
-        with self._lock:
-            self._cache.pop(handle.id, None)
+        with self._lock:  # every host's look is stale now
+            for k in [k for k in self._cache if k.split("/", 1)[0] == handle.id]:
+                del self._cache[k]
         reason = "rule-stopped" if d.get("role") == "rule" else "stop-requested"
         notes = self._anchor_notes(d) if d.get("anchor") else {}
         key = f"{kn.STOP_REQUESTED_AT}.{d['key']}"
@@ -343,6 +345,12 @@ class KubernetesRuntime:
     def close(self) -> None:
         self.followers.close()
         self.api.close()
+
+
+def _cache_key(handle: Handle) -> str:
+    """Hosts of one Job share its uid: a look is one host's (or every host's, ``*``)."""
+    host = handle.data.get("host")
+    return f"{handle.id}/{'*' if host is None else host}"
 
 
 def epoch_s(raw: object) -> float | None:

@@ -5,6 +5,7 @@ The real client against a real HTTP server is tested in tests/e2e (the fake API 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +266,36 @@ def test_a_transient_refusal_at_launch_is_tried_again(tmp_path: Path) -> None:
     api.create = flaky  # type: ignore[method-assign]
     h = runtime(tmp_path, api, Clock()).launch(training())
     assert ("Job", h.data["name"]) in api.objects
+
+
+@dataclass(frozen=True)
+class HostPlan(TrainingPlan):
+    """A plan of one host, as a supervisor that launches each host on its own makes them."""
+
+    current_host: str = "algo-1"
+    hosts: tuple[str, ...] = ("algo-1",)
+    first_host_container: str = ""
+
+
+def test_one_plan_per_host_shares_one_indexed_job(tmp_path: Path) -> None:
+    api, clock = FakeKubeApi(), Clock()
+    rt = runtime(tmp_path, api, clock)
+    base = training(hosts=2)
+    hosts = ("algo-1", "algo-2")
+    plans = [HostPlan(**{**base.__dict__, "container_name": name, "current_host": host, "hosts": hosts,
+                         "first_host_container": "job-1-training"})
+             for name, host in (("job-1-training", "algo-1"), ("job-1-training-2", "algo-2"))]
+    h2 = rt.launch(plans[1])  # in any order: every host's launch ensures the one Job
+    h1 = rt.launch(plans[0])
+    jobs = [o for (k, _), o in api.objects.items() if k == "Job"]
+    assert len(jobs) == 1 and jobs[0]["spec"]["completions"] == 2
+    assert jobs[0]["metadata"]["annotations"][kn.CONTAINER_NAME] == "job-1-training"
+    assert ("Service", kn.training_name("rid", base)) in api.objects
+    assert h1.id == h2.id and (h1.data["host"], h2.data["host"]) == (0, 1)
+    assert h2.data["container_name"] == "job-1-training-2"
+    add_pod(api, h1.data["name"], index=0, phase="Succeeded", state={"terminated": {"exitCode": 0}})
+    add_pod(api, h1.data["name"], index=1, phase="Failed",
+            state={"terminated": {"exitCode": 3, "message": "boom"}})
+    assert (rt.status(h1).phase, rt.status(h1).exit_code) == ("exited", 0)
+    st = rt.status(h2)
+    assert (st.phase, st.exit_code, st.failure) == ("exited", 3, "AlgorithmError: boom, exit code: 3")
