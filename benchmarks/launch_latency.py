@@ -183,7 +183,8 @@ def kubernetes(trials: int) -> None:
           f"{len(out['first_pod'])} launches, {len(out['finding_to_deleted'])} stops")
     rows = [[label, f"{pct(v, 50) * 1000:.0f} ms", f"{pct(v, 95) * 1000:.0f} ms"]
             for label, v in (("create -> first pod created", out["first_pod"]),
-                             ("finding written -> training Job deleted", out["finding_to_deleted"]),
+                             ("finding written -> Job DELETE (deletionTimestamp)", out["finding_to_delete"]),
+                             ("finding written -> training Job gone", out["finding_to_deleted"]),
                              ("finding written -> Describe says Stopped", out["finding_to_stopped"]))]
     print(table(["path", "p50", "p95"], rows))
     early, late = out["rate"]
