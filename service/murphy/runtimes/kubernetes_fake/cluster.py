@@ -3,6 +3,7 @@ controller, garbage collector), a kubelet running pods as local processes, and t
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 
 from murphy.runtimes.catalog import ImageCatalog
-from murphy.runtimes.kubernetes_fake.control import Control, RequestCounter
+from murphy.runtimes.kubernetes_fake.control import Control, ErrorInjector, RequestCounter
 from murphy.runtimes.kubernetes_fake.controllers import (
     DEFAULT_CAPACITY,
     GarbageCollector,
@@ -30,13 +31,18 @@ from murphy.runtimes.kubernetes_fake.store import Store
 
 
 class FakeCluster:
-    """``FakeCluster(root).start()`` → the API URL; :meth:`stop` kills every container."""
+    """``FakeCluster(root).start()`` → the API URL; :meth:`stop` kills every container.
+
+    ``run_as_user``: start containers as their ``runAsUser``/``runAsGroup`` (off by default: the
+    host's interpreter may live where that user cannot read, e.g. ``/root/.pyenv``);
+    ``read_only_root``: honour ``readOnlyRootFilesystem``; ``backoff_scale`` shortens the
+    kubelet's retry delays (image pull back-off, config errors) for tests."""
 
     def __init__(self, root: str, *, catalog: ImageCatalog | None = None,
                  images: Mapping[str, Sequence[str]] | None = None, python: str = sys.executable,
                  namespaces: Sequence[str] = ("default", "murphy-jobs"), capacity: Mapping[str, str] | None = None,
                  node_labels: Mapping[str, str] | None = None, taints: Sequence[Mapping[str, Any]] = (),
-                 run_as_user: bool = True, read_only_root: bool = True, watch_history: int = 10000,
+                 run_as_user: bool = False, read_only_root: bool = True, watch_history: int = 10000,
                  backoff_scale: float = 1.0, port: int = 0) -> None:
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
@@ -46,6 +52,7 @@ class FakeCluster:
         self.images = ImageResolver(catalog, images, python)
         self.faults = Faults()
         self.requests = RequestCounter()
+        self.errors = ErrorInjector()
         self.control = Control(self)
         self.port = port
         self.url = ""
@@ -76,6 +83,8 @@ class FakeCluster:
         self.store.subscribe(self._wake.set)
         self._controllers.start()
         self.kubelet.start()
+        # Containers run in sessions of their own: never leave them behind a test process that exits.
+        atexit.register(self.stop)
         return self.url
 
     def _loop(self) -> None:
@@ -89,6 +98,9 @@ class FakeCluster:
                     self.log(f"{type(part).__name__}: {type(e).__name__}: {e}")
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        atexit.unregister(self.stop)
         self._stop.set()
         self._wake.set()
         self.kubelet.stop()

@@ -2,14 +2,19 @@
 in another process: ``GET|POST|DELETE /fake/v1/faults`` (list, add one as JSON with the fields
 of :class:`.faults.Fault`, clear), ``POST /fake/v1/compact`` (forget the watch history: resumes
 get 410 Gone), ``GET|DELETE /fake/v1/requests`` (the API requests served, by verb and resource;
-reset)."""
+reset), ``POST|DELETE /fake/v1/errors`` (make the next matching requests fail with a status code,
+e.g. 429, 500, 403, and/or answer late: :class:`InjectedError`), ``POST
+/fake/v1/rotate-logs[?namespace=&pod=]`` (end the open ``follow`` log streams, as a log rotation
+does: the client must reconnect and resume without duplicates)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -54,6 +59,54 @@ class RequestCounter:
             self._counts.clear()
 
 
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
+            429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
+
+
+@dataclass
+class InjectedError:
+    """The next ``times`` requests matching ``method`` and ``path_contains`` get ``code`` (0: none,
+    only ``delay_s``) after ``delay_s`` seconds."""
+
+    code: int = 500
+    method: str | None = None
+    path_contains: str | None = None
+    times: int = 1
+    delay_s: float = 0.0
+    message: str | None = None
+
+    def status(self) -> ApiStatusError:
+        reason = _REASONS.get(self.code, "InternalError")
+        message = self.message or {429: "Too many requests, please try again later.",
+                                   403: 'jobs.batch is forbidden: User "system:serviceaccount:murphy:murphy" cannot create '
+                                        'resource "jobs" in API group "batch"'}.get(self.code, "Internal error occurred: injected by the test")
+        return ApiStatusError(self.code, reason, message)
+
+
+class ErrorInjector:
+    def __init__(self) -> None:
+        self._rules: list[InjectedError] = []
+        self._lock = threading.Lock()
+
+    def add(self, **kw: Any) -> InjectedError:
+        rule = InjectedError(**kw)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    def take(self, method: str, path: str) -> InjectedError | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.times > 0 and (rule.method in (None, method)) and (not rule.path_contains or rule.path_contains in path):
+                    rule.times -= 1
+                    return rule
+        return None
+
+
 class Control:
     def __init__(self, cluster: FakeCluster) -> None:
         self.cluster = cluster
@@ -76,6 +129,20 @@ class Control:
             if method == "DELETE":
                 self.cluster.faults.clear()
                 return _json({})
+        if what == "errors":
+            if method == "POST":
+                try:
+                    rule = self.cluster.errors.add(**json.loads(await request.body()))
+                except (ValueError, TypeError) as e:
+                    raise bad_request(f"an injected error is a JSON object with code, method, path_contains, times, "
+                                      f"delay_s, message: {e}") from e
+                return _json(dataclasses.asdict(rule), 201)
+            if method == "DELETE":
+                self.cluster.errors.clear()
+                return _json({})
+        if what == "rotate-logs" and method == "POST":
+            q = request.query_params
+            return _json({"rotated": self.cluster.kubelet.rotate_logs(q.get("namespace"), q.get("pod"))})
         if what == "compact" and method == "POST":
             self.cluster.store.compact()
             return _json({"compactedResourceVersion": str(self.cluster.store.compacted_rv)})

@@ -134,7 +134,7 @@ class GarbageCollector:
         self.cluster, self.store = cluster, cluster.store
 
     def sync_all(self) -> None:
-        everything: list[tuple[str, Obj]] = [(key, o) for key in BY_KEY for o in self.store.iter_all(key)]
+        everything = self.store.metadata()
         by_uid = {o["metadata"]["uid"]: o for _, o in everything}
         dependents: dict[str, list[tuple[str, Obj, dict[str, Any]]]] = {}
         for key, o in everything:

@@ -18,7 +18,7 @@ def to_v1(core: Obj) -> Obj:
         if old in out:
             out[new] = out.pop(old)
     out["apiVersion"], out["kind"] = "events.k8s.io/v1", "Event"
-    out.setdefault("eventTime", out.get("deprecatedFirstTimestamp"))
+    out.setdefault("eventTime", None)  # legacy events have none, on a real server too
     return out
 
 
@@ -35,4 +35,5 @@ def field_alias(selector: str | None) -> str | None:
     """events.k8s.io field selectors name ``regarding.*``; the storage names ``involvedObject.*``."""
     if not selector:
         return selector
-    return selector.replace("regarding.", "involvedObject.").replace("note", "message")
+    return (selector.replace("regarding.", "involvedObject.").replace("note", "message")
+            .replace("reportingController", "reportingComponent"))

@@ -1,7 +1,10 @@
 """What the fake kubelet "pulls": an image reference becomes a local program (the image's
 ENTRYPOINT and CMD), from a mapping the test gives and then murphy's image catalog, the same
-one the process runtime uses (``script-mode`` images run the training toolkit, rule evaluators
-``python -m murphy.rules``, ``command`` images their command). An image found nowhere fails to
+one the process runtime uses (rule evaluators run ``python -m murphy.rules``, every other
+catalog image the training toolkit, ``python -m murphy.container``, as murphy's images'
+ENTRYPOINT does; the toolkit then runs script mode or the command the job's ``murphy.json``
+names). ``python`` in an argv is the given interpreter, whose directory leads ``PATH``, as the
+image's own Python would. An image found nowhere fails to
 pull (``ErrImagePull``, then ``ImagePullBackOff``), as a missing image does on a cluster; a
 malformed reference is ``InvalidImageName``.
 """
@@ -67,9 +70,9 @@ class ImageResolver:
                             f'reference "{reference}": {reference}: not found') from None
         if entry.kind == "rule-evaluator":
             return Image(reference, ("python", "-m", "murphy.rules"))
-        if entry.kind == "script-mode":
-            return Image(reference, ("python", "-m", "murphy.container"), python=entry.python)
-        return Image(reference, tuple(entry.command), python=entry.python)
+        # murphy's training images all have the toolkit as ENTRYPOINT; it runs script mode or the
+        # catalog's command from the job's murphy.json.
+        return Image(reference, ("python", "-m", "murphy.container"), python=entry.python)
 
     def argv(self, image: Image, command: Sequence[str] | None, args: Sequence[str] | None) -> list[str]:
         """Kubernetes' rule: ``command`` replaces ENTRYPOINT (and drops CMD), ``args`` replaces CMD."""

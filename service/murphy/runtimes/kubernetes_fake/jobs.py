@@ -27,6 +27,24 @@ if TYPE_CHECKING:
     from murphy.runtimes.kubernetes_fake.cluster import FakeCluster
 
 _TERMINAL = ("Succeeded", "Failed")
+#: The finalizer the Job controller puts on its pods, so that it counts each one before it goes.
+TRACKING = "batch.kubernetes.io/job-tracking"
+
+
+def finished(pod: Obj) -> str | None:
+    """``Succeeded``/``Failed`` once the pod ran its course; a pod whose deletion is done
+    (``deletionGracePeriodSeconds: 0``) before it succeeded counts as failed."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in _TERMINAL:
+        return str(phase)
+    meta = pod["metadata"]
+    if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") == 0:
+        return "Failed"
+    return None
+
+
+def _controller_uid(pod: Obj) -> str | None:
+    return next((r.get("uid") for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
 
 
 def compress(indexes: set[int]) -> str:
@@ -87,12 +105,27 @@ class JobController:
         #: Per Job uid: the pods already counted (uid → Succeeded | Failed | Ignored).
         self.counted: dict[str, dict[str, str]] = {}
         self.indexes: dict[str, set[int]] = {}
+        #: Per Job uid: the pods seen so far, so that one removed before it finished counts as
+        #: failed (what the job-tracking finalizer guarantees in Kubernetes).
+        self.seen: dict[str, set[str]] = {}
 
     def sync_all(self) -> None:
         pods = list(self.store.iter_all("pods"))
-        for job in self.store.iter_all("jobs"):
+        jobs = {j["metadata"]["uid"]: j for j in self.store.iter_all("jobs")}
+        for job in jobs.values():
             with contextlib.suppress(ApiStatusError):  # changed under us: the next round sees it
                 self.sync(job, pods)
+        for p in pods:
+            if TRACKING not in (p["metadata"].get("finalizers") or []):
+                continue
+            owner = _controller_uid(p)
+            owning = jobs.get(owner or "")
+            counted = p["metadata"]["uid"] in self.counted.get(owner or "", {})
+            idle = owning is None or bool(owning["metadata"].get("deletionTimestamp")) or bool(
+                _condition(owning, "Complete") or _condition(owning, "Failed"))
+            if counted or owning is None or (idle and finished(p)):
+                with contextlib.suppress(ApiStatusError):
+                    self.store.remove_finalizer("pods", p["metadata"]["namespace"], p["metadata"]["name"], TRACKING)
 
     def _owned(self, job: Obj, pods: list[Obj]) -> list[Obj]:
         uid = job["metadata"]["uid"]
@@ -126,9 +159,14 @@ class JobController:
         fail_target = _condition(job, "FailureTarget")
         if fail_target:
             failure = (fail_target.get("reason", ""), fail_target.get("message", ""))
+        seen = self.seen.setdefault(uid, set())
+        present = {p["metadata"]["uid"] for p in pods}
+        for gone in seen - present:
+            counted.setdefault(gone, "Failed")
+        seen |= present
         for p in pods:
-            puid, phase = p["metadata"]["uid"], (p.get("status") or {}).get("phase")
-            if puid in counted or phase not in _TERMINAL:
+            puid, phase = p["metadata"]["uid"], finished(p)
+            if puid in counted or phase is None:
                 continue
             if phase == "Succeeded":
                 counted[puid] = "Succeeded"
@@ -149,7 +187,7 @@ class JobController:
             counted[puid] = verdict
         succeeded = sum(1 for v in counted.values() if v == "Succeeded")
         failed = sum(1 for v in counted.values() if v == "Failed")
-        live = [p for p in pods if (p.get("status") or {}).get("phase") not in _TERMINAL]
+        live = [p for p in pods if finished(p) is None]
         active = [p for p in live if not p["metadata"].get("deletionTimestamp")]
         terminating = [p for p in live if p["metadata"].get("deletionTimestamp")]
         indexed = spec.get("completionMode") == "Indexed"
@@ -225,7 +263,7 @@ class JobController:
                 if key in spec:
                     spec[key] = [{**c, "env": [env_var, *(c.get("env") or [])]} for c in spec[key]]
         pod = {"metadata": {"generateName": f"{name}-{index}-" if index is not None else f"{name}-", "labels": labels,
-                            "annotations": annotations,
+                            "annotations": annotations, "finalizers": [TRACKING],
                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": meta["uid"],
                                                  "controller": True, "blockOwnerDeletion": True}]},
                "spec": spec}

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class Kubelet:
-    def __init__(self, cluster: FakeCluster, root: str, *, run_as_user: bool = True, read_only_root: bool = True,
+    def __init__(self, cluster: FakeCluster, root: str, *, run_as_user: bool = False, read_only_root: bool = True,
                  backoff_scale: float = 1.0) -> None:
         self.cluster, self.root = cluster, root
         self.images = cluster.images
@@ -111,6 +111,21 @@ class Kubelet:
                         f.seek(0)
                         f.truncate()
                         f.write(text)
+
+    def rotate_logs(self, ns: str | None = None, name: str | None = None) -> int:
+        """End the follow streams of every container (of pod ``ns/name``): the client must
+        reconnect and resume, as after a log rotation or an API server restart. Returns how many
+        containers' logs were rotated."""
+        n = 0
+        with self.lock:
+            for w in self.workers.values():
+                if (ns is None or w.ns == ns) and (name is None or w.name == name):
+                    for c in w.runs:
+                        if c.buffer is not None:
+                            c.buffer.rotate()
+                            n += 1
+        self.cluster.store.notify()
+        return n
 
     def log_buffer(self, ns: str, name: str, container: str | None, previous: bool = False) -> LogBuffer:
         pod = self.cluster.store.find("pods", ns, name)

@@ -41,6 +41,9 @@ class LogBuffer:
         self._lines: list[tuple[int, str, bytes]] = []  # (epoch ns, stream, line with its newline)
         self._lock = threading.Lock()
         self.closed = False
+        #: Bumped by :meth:`rotate`: follow streams opened before end, as after a kubelet log
+        #: rotation (``kubectl logs -f`` goes silent, kubernetes/kubernetes#115701).
+        self.rotations = 0
 
     def append(self, stream: str, line: bytes) -> None:
         if not line.endswith(b"\n"):
@@ -53,6 +56,9 @@ class LogBuffer:
 
     def close(self) -> None:
         self.closed = True
+
+    def rotate(self) -> None:
+        self.rotations += 1
 
     def text(self) -> str:
         with self._lock:

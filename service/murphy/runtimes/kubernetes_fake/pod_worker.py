@@ -141,7 +141,8 @@ class PodWorker:
         try:
             if fault is not None:
                 raise podenv.ConfigError(fault.text(**fmt))
-            env = podenv.container_env(self.cluster.store, pod, c.spec, self.base_env(pod))
+            python = image.python or self.kubelet.images.python
+            env = podenv.container_env(self.cluster.store, pod, c.spec, self.base_env(pod, python))
         except podenv.ConfigError as e:
             if c.waiting != ("CreateContainerConfigError", str(e)):
                 self.event(pod, "Warning", "Failed", f"Error: {e}", c)
@@ -159,9 +160,11 @@ class PodWorker:
         self.event(pod, "Normal", "Created", f"Created container {c.name}", c)
         self.event(pod, "Normal", "Started", f"Started container {c.name}", c)
 
-    def base_env(self, pod: Obj) -> dict[str, str]:
+    def base_env(self, pod: Obj, python: str) -> dict[str, str]:
         port = self.cluster.port
-        return {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "HOSTNAME": self.hostname, "HOME": "/",
+        # The image's Python comes first on PATH, as in murphy's images (/opt/murphy/bin).
+        path = os.pathsep.join([os.path.dirname(python), os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")])
+        return {"PATH": path, "HOSTNAME": self.hostname, "HOME": "/",
                 "KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(port),
                 "KUBERNETES_PORT": f"tcp://127.0.0.1:{port}"}
 

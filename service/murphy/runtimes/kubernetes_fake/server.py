@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from murphy.runtimes.kubernetes_fake import events_v1, kinds
+from murphy.runtimes.kubernetes_fake import events_v1, kinds, tables
 from murphy.runtimes.kubernetes_fake.errors import ApiStatusError, bad_request, method_not_allowed
 from murphy.runtimes.kubernetes_fake.kinds import Kind
 from murphy.runtimes.kubernetes_fake.selectors import field_selector, label_selector
@@ -43,7 +43,10 @@ def _json(doc: Any, status: int = 200) -> Response:
 
 
 def _error(e: ApiStatusError) -> Response:
-    return _json(e.body(), e.code)
+    response = _json(e.body(), e.code)
+    if e.code == 429:
+        response.headers["Retry-After"] = "1"
+    return response
 
 
 class Ticker:
@@ -85,8 +88,15 @@ class Api:
 
     async def handle(self, request: Request) -> Response:
         self.ticker.bind()
-        self.cluster.requests.count(request.method, request.url.path)
+        path = request.url.path
+        self.cluster.requests.count(request.method, path)
+        injected = None if path.startswith("/fake/") else self.cluster.errors.take(request.method, path)
         try:
+            if injected is not None:
+                if injected.delay_s:
+                    await asyncio.sleep(injected.delay_s)
+                if injected.code:
+                    raise injected.status()
             return await self._dispatch(request)
         except ApiStatusError as e:
             return _error(e)
@@ -146,6 +156,9 @@ class Api:
         if request.method == "GET":
             if q.get("watch") in ("true", "1"):
                 return self._watch(request, kind, ns)
+            if tables.wants_table(request.headers.get("accept", "")):
+                items, rv = self.store.list(kind, ns, self._matcher(kind, q))
+                return _json(tables.table(kind, [self._out(kind, o) for o in items], str(rv), q.get("includeObject")))
             return self._list(kind, ns, q)
         if request.method == "POST":
             body = await self._body(request)
@@ -260,7 +273,10 @@ class Api:
         dry = bool(q.get("dryRun"))
         storage_kind = kinds.BY_KEY[kind.key]
         if request.method == "GET":
-            return _json(self._out(kind, self.store.get(storage_kind, ns, name)))
+            obj = self._out(kind, self.store.get(storage_kind, ns, name))
+            if tables.wants_table(request.headers.get("accept", "")) and sub is None:
+                return _json(tables.table(kind, [obj], obj["metadata"]["resourceVersion"], q.get("includeObject")))
+            return _json(obj)
         if request.method == "PUT":
             body = await self._body(request)
             if kind.storage == "events":
@@ -316,11 +332,12 @@ class Api:
 
         async def stream() -> AsyncIterator[bytes]:
             pos: int | None = None
+            rotations = buf.rotations
             while True:
                 chunks, pos, done = buf.read(opts, pos)
                 for c in chunks:
                     yield c
-                if done or await request.is_disconnected():
+                if done or buf.rotations != rotations or await request.is_disconnected():
                     return
                 await self.ticker.wait(1.0)
 

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -115,6 +115,13 @@ class Store:
     def iter_all(self, key: str) -> Iterator[Obj]:
         with self.lock:
             return iter([copy.deepcopy(o) for o in self._objs[key].values()])
+
+    def metadata(self) -> Sequence[tuple[str, Obj]]:
+        """``(key, object)`` of everything, with only ``metadata`` (copied): the garbage
+        collector's view, cheap enough to take on every change."""
+        with self.lock:
+            return [(key, {"metadata": copy.deepcopy(o["metadata"])}) for key, objs in self._objs.items()
+                    if key != "events" for o in objs.values()]
 
     def by_uid(self, uid: str) -> Obj | None:
         with self.lock:
@@ -322,6 +329,8 @@ class Store:
             key = (meta.get("namespace", ""), name)
             if self._deletion_done(kind, new):
                 out = self._remove(kind, key)
+            elif new == obj:
+                return copy.deepcopy(obj)  # deleting already, nothing shortened: no new version
             else:
                 # _write keeps identity fields from the old object: set deletion fields directly.
                 self._bump(new)
