@@ -193,5 +193,6 @@ class Followers:
         self._stop.set()
         with self._lock:
             threads = list(self._threads.values())
+        deadline = time.monotonic() + timeout  # one deadline for all: a followed stream may block
         for t in threads:
-            t.join(timeout)
+            t.join(max(0.0, deadline - time.monotonic()))
