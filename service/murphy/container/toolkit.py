@@ -243,7 +243,9 @@ class Toolkit:
         code to use: the program's own non-zero code wins."""
         log(f"error: {message}")
         path = self.opt_ml.failure_file
-        if not os.path.exists(path):
+        # Empty is unwritten: on Kubernetes the kubelet creates the terminationMessagePath file
+        # (/opt/ml/output/failure) before the container starts.
+        if not os.path.exists(path) or os.path.getsize(path) == 0:
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "w", encoding="utf-8") as f:

@@ -73,6 +73,18 @@ def test_container_arguments_replace_the_hyperparameter_arguments(tmp_path: Path
     assert json.loads(Path(opt_ml.model_dir, "argv.json").read_text()) == ["--only", "this"]
 
 
+def test_an_empty_failure_file_is_filled_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kubernetes creates the terminationMessagePath file (/opt/ml/output/failure) empty before the
+    container starts; the toolkit's own failure must still land in it."""
+    opt_ml = make(tmp_path, monkeypatch, {}, kind="command", command=[sys.executable, "-c", "pass"],
+                  tensor_uri=str(tmp_path / "tensors"), output_uri=str(tmp_path / "out"),
+                  channels=[{"name": "train", "uri": (tmp_path / "no-such-data").as_uri()}])
+    Path(opt_ml.failure_file).parent.mkdir(parents=True, exist_ok=True)
+    Path(opt_ml.failure_file).write_text("")
+    assert Toolkit(opt_ml).run() == 1
+    assert "channel 'train'" in Path(opt_ml.failure_file).read_text()
+
+
 def test_a_missing_channel_is_a_failure_with_a_clear_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tensors = tmp_path / "tensors"
     opt_ml = make(tmp_path, monkeypatch, {}, kind="command", command=[sys.executable, "-c", "raise SystemExit(9)"],

@@ -6,7 +6,7 @@ Usage from Python (tests, benchmarks)::
 
     from murphy.runtimes.kubernetes_fake import start_fake_apiserver
 
-    url, kubeconfig, stop = start_fake_apiserver("/tmp/somewhere", images={"python:3.11*": ["python3"]})
+    url, kubeconfig, stop = start_fake_apiserver("/tmp/somewhere", images={"example.com/trainer:*": ["python3", "train.py"]})
     try:
         # lightkube: Client(KubeConfig.from_file(kubeconfig)) or KubeConfig.from_server(url)
         # kubectl:   kubectl --kubeconfig <kubeconfig> apply --validate=false -f objects.yaml
@@ -40,21 +40,23 @@ namespaces). Not murphy's runtime code: nothing under ``murphy`` but tests impor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.kubernetes_fake.cluster import FakeCluster
+from murphy.runtimes.kubernetes_fake.images import ImageSpec
 
-__all__ = ["FakeCluster", "start_fake_apiserver"]
+__all__ = ["FakeCluster", "ImageSpec", "start_fake_apiserver"]
 
 
 def start_fake_apiserver(root: str, *, catalog: ImageCatalog | None = None,
-                         images: Mapping[str, Sequence[str]] | None = None,
+                         images: Mapping[str, ImageSpec] | None = None,
                          **options: Any) -> tuple[str, str, Callable[[], None]]:
     """Start a fake cluster under ``root``: ``(url, kubeconfig path, stop)``. ``images`` maps
-    fnmatch patterns of image references to their ENTRYPOINT (before ``catalog``, murphy's image
-    catalog); ``options`` are :class:`FakeCluster`'s."""
+    fnmatch patterns of image references to their ENTRYPOINT, or to ``{"entrypoint": [...],
+    "cmd": [...]}`` (before ``catalog``, murphy's image catalog; ``python:*``, ``busybox*``,
+    ``murphy/python:*`` are known); ``options`` are :class:`FakeCluster`'s."""
     cluster = FakeCluster(root, catalog=catalog, images=images, **options)
     url = cluster.start()
     return url, cluster.kubeconfig, cluster.stop

@@ -22,7 +22,7 @@ from murphy.runtimes.kubernetes_fake.controllers import (
     node_object,
 )
 from murphy.runtimes.kubernetes_fake.faults import Faults
-from murphy.runtimes.kubernetes_fake.images import ImageResolver
+from murphy.runtimes.kubernetes_fake.images import ImageResolver, ImageSpec
 from murphy.runtimes.kubernetes_fake.jobs import JobController
 from murphy.runtimes.kubernetes_fake.kinds import BY_KEY, Kind
 from murphy.runtimes.kubernetes_fake.kubelet import Kubelet
@@ -33,20 +33,28 @@ from murphy.runtimes.kubernetes_fake.store import Store
 class FakeCluster:
     """``FakeCluster(root).start()`` → the API URL; :meth:`stop` kills every container.
 
+    ``namespaces`` exist from the start, each with the ``service_accounts`` (as the deployment
+    manifests create ``murphy-workload``) besides ``default``: a pod naming another one is refused
+    (403, and the Job controller's FailedCreate event), as by the ServiceAccount admission plugin.
     ``run_as_user``: start containers as their ``runAsUser``/``runAsGroup`` (off by default: the
     host's interpreter may live where that user cannot read, e.g. ``/root/.pyenv``);
     ``read_only_root``: honour ``readOnlyRootFilesystem``; ``backoff_scale`` shortens the
     kubelet's retry delays (image pull back-off, config errors) for tests."""
 
     def __init__(self, root: str, *, catalog: ImageCatalog | None = None,
-                 images: Mapping[str, Sequence[str]] | None = None, python: str = sys.executable,
-                 namespaces: Sequence[str] = ("default", "murphy-jobs"), capacity: Mapping[str, str] | None = None,
+                 images: Mapping[str, ImageSpec] | None = None, python: str = sys.executable,
+                 namespaces: Sequence[str] = ("default", "murphy-jobs"), service_accounts: Sequence[str] = ("murphy-workload",),
+                 capacity: Mapping[str, str] | None = None,
                  node_labels: Mapping[str, str] | None = None, taints: Sequence[Mapping[str, Any]] = (),
                  run_as_user: bool = False, read_only_root: bool = True, watch_history: int = 10000,
                  backoff_scale: float = 1.0, port: int = 0) -> None:
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
         self.store = Store(tuple(namespaces), history=watch_history)
+        for ns in namespaces:
+            for sa in service_accounts:
+                if self.store.find("serviceaccounts", ns, sa) is None:
+                    self.store.create(BY_KEY["serviceaccounts"], ns, {"metadata": {"name": sa}})
         self.store.create(BY_KEY["nodes"], None, node_object({**DEFAULT_CAPACITY, **(capacity or {})},
                                                              dict(node_labels or {}), [dict(t) for t in taints]))
         self.images = ImageResolver(catalog, images, python)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from murphy.runtimes.kubernetes_fake.logs import LogBuffer
@@ -26,6 +27,8 @@ FALLBACK_LINES, FALLBACK_BYTES = 80, 2048
 class ContainerRun:
     def __init__(self, spec: dict[str, Any], init: bool, pod_dir: str) -> None:
         self.spec, self.name, self.init = spec, spec["name"], init
+        #: A native sidecar (KEP-753): an init container with ``restartPolicy: Always``.
+        self.sidecar = init and spec.get("restartPolicy") == "Always"
         self.dir = os.path.join(pod_dir, "containers", self.name)
         os.makedirs(self.dir, exist_ok=True)
         self.term_file = os.path.join(self.dir, "termination-log")
@@ -47,7 +50,7 @@ class ContainerRun:
         self._readers: list[threading.Thread] = []
 
     # --- lifecycle -------------------------------------------------------------------------
-    def start(self, sandbox_spec: dict[str, Any], python: str, on_output: Any) -> None:
+    def start(self, sandbox_spec: dict[str, Any], python: str, on_output: Callable[[bool], None]) -> None:
         spec_path = os.path.join(self.dir, "sandbox.json")
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump(sandbox_spec, f)
@@ -63,12 +66,13 @@ class ContainerRun:
             t.start()
             self._readers.append(t)
 
-    def _read(self, stream: str, pipe: IO[bytes] | None, on_output: Any) -> None:
+    def _read(self, stream: str, pipe: IO[bytes] | None, on_output: Callable[[bool], None]) -> None:
         assert pipe is not None and self.buffer is not None
         for line in iter(pipe.readline, b""):
             self.buffer.append(stream, line)
-            on_output()
+            on_output(False)
         pipe.close()
+        on_output(True)
 
     @property
     def running(self) -> bool:
@@ -132,7 +136,7 @@ class ContainerRun:
             out["containerID"] = self.container_id
         elif self.proc is not None:
             out["state"] = {"running": {"startedAt": self.started_at}}
-            out.update(ready=not self.init, started=True, containerID=self.container_id)
+            out.update(ready=not self.init or self.sidecar, started=True, containerID=self.container_id)
         elif self.never_started:
             out["state"] = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
                                            "message": "The container could not be located when the pod was terminated",

@@ -24,11 +24,23 @@ _REFERENCE = re.compile(
     r"^((?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9-]+)*(?::[0-9]+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
-#: Images with a shell and Python but no entrypoint of their own (a pod gives them a command).
-BASE_IMAGES: dict[str, tuple[str, ...]] = {
-    "murphy/python:*": (), "murphy/python-deps:*": (), "murphy/base:*": (),
-    "python:*": ("python3",), "python": ("python3",), "busybox*": ("sh",), "debian*": ("bash",),
+#: Images with a shell and Python but no ENTRYPOINT of their own: ``(ENTRYPOINT, CMD)`` as their
+#: Docker Hub originals have them (a pod's ``args`` replace CMD, its ``command`` both).
+BASE_IMAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "murphy/python:*": ((), ()), "murphy/python-deps:*": ((), ()), "murphy/base:*": ((), ("/bin/bash",)),
+    "python:*": ((), ("python3",)), "python": ((), ("python3",)), "busybox*": ((), ("sh",)), "debian*": ((), ("bash",)),
 }
+#: What a test maps an image to: its ENTRYPOINT argv, or ``{"entrypoint": [...], "cmd": [...]}``.
+ImageSpec = Sequence[str] | Mapping[str, Sequence[str]]
+
+
+def _spec(value: ImageSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"entrypoint", "cmd"}
+        if unknown:
+            raise ValueError(f"an image is {{'entrypoint': [...], 'cmd': [...]}}; unknown keys {sorted(unknown)}")
+        return tuple(value.get("entrypoint") or ()), tuple(value.get("cmd") or ())
+    return tuple(value), ()
 _PYTHONS = ("python", "python3")
 
 
@@ -47,22 +59,23 @@ class Image:
 
 
 class ImageResolver:
-    """``images``: fnmatch pattern → the image's ENTRYPOINT argv (empty: none); first match wins,
+    """``images``: fnmatch pattern → the image's ENTRYPOINT argv (empty: none) or
+    ``{"entrypoint": [...], "cmd": [...]}``; first match wins,
     before murphy's catalog. ``python``: the interpreter that ``python``/``python3`` means."""
 
-    def __init__(self, catalog: ImageCatalog | None = None, images: Mapping[str, Sequence[str]] | None = None,
+    def __init__(self, catalog: ImageCatalog | None = None, images: Mapping[str, ImageSpec] | None = None,
                  python: str = sys.executable) -> None:
         self.catalog = catalog or ImageCatalog()
-        self.images = {**{k: tuple(v) for k, v in (images or {}).items()}, **BASE_IMAGES}
+        self.images = {**{k: _spec(v) for k, v in (images or {}).items()}, **BASE_IMAGES}
         self.python = python
 
     def resolve(self, reference: str) -> Image:
         if not _REFERENCE.match(reference):
             raise PullError("InvalidImageName", f'Failed to apply default image tag "{reference}": couldn\'t parse '
                             f'image name "{reference}": invalid reference format')
-        for pattern, entrypoint in self.images.items():
+        for pattern, (entrypoint, cmd) in self.images.items():
             if fnmatch.fnmatchcase(reference, pattern):
-                return Image(reference, entrypoint)
+                return Image(reference, entrypoint, cmd)
         try:
             entry = self.catalog.resolve(reference)
         except RuntimeBackendError:

@@ -108,6 +108,8 @@ class JobController:
         #: Per Job uid: the pods seen so far, so that one removed before it finished counts as
         #: failed (what the job-tracking finalizer guarantees in Kubernetes).
         self.seen: dict[str, set[str]] = {}
+        #: Per Job uid: when to try creating a pod again after the API refused one.
+        self.retry_at: dict[str, float] = {}
 
     def sync_all(self) -> None:
         pods = list(self.store.iter_all("pods"))
@@ -241,14 +243,23 @@ class JobController:
                     break
                 if idx in done_idx or idx in busy:
                     continue
-                created.append(self._create_pod(job, idx))
+                pod = self._create_pod(job, idx)
+                if pod is None:
+                    break
+                created.append(pod)
             return created
         completions = spec.get("completions")
         want = parallelism if completions is None else min(parallelism, int(completions) - succeeded)
         want -= len(active) + (len(terminating) if wait_terminating else 0)
-        return [self._create_pod(job, None) for _ in range(max(0, want))]
+        made: list[Obj] = []
+        for _ in range(max(0, want)):
+            pod = self._create_pod(job, None)
+            if pod is None:
+                break
+            made.append(pod)
+        return made
 
-    def _create_pod(self, job: Obj, index: int | None) -> Obj:
+    def _create_pod(self, job: Obj, index: int | None) -> Obj | None:
         meta, template = job["metadata"], job["spec"]["template"]
         tmeta = template.get("metadata") or {}
         labels, annotations = dict(tmeta.get("labels") or {}), dict(tmeta.get("annotations") or {})
@@ -267,7 +278,17 @@ class JobController:
                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": meta["uid"],
                                                  "controller": True, "blockOwnerDeletion": True}]},
                "spec": spec}
-        out = self.store.create(self.cluster.kind("pods"), meta["namespace"], pod)
+        key = meta["uid"]
+        if time.monotonic() < self.retry_at.get(key, 0.0):
+            return None
+        try:
+            out = self.store.create(self.cluster.kind("pods"), meta["namespace"], pod)
+        except ApiStatusError as e:
+            # Quota, PodSecurity, a missing service account: the Job has no pod, only this event.
+            self.retry_at[key] = time.monotonic() + 1.0
+            record(self.store, job, "Warning", "FailedCreate", f"Error creating: {e.message}", "job-controller")
+            return None
+        self.retry_at.pop(key, None)
         record(self.store, job, "Normal", "SuccessfulCreate", f"Created pod: {out['metadata']['name']}", "job-controller")
         return out
 

@@ -10,7 +10,8 @@ ImagePullBackOff/InvalidImageName/CreateContainerConfigError, running, terminate
 code, reason ``Completed``/``Error``/``OOMKilled`` and the termination message). Deletion:
 SIGTERM to each container, SIGKILL to what is left after the grace period, then the pod object
 goes. Events: Pulling, Pulled, Failed, BackOff, Created, Started, Killing, FailedMount.
-``restartPolicy: Never`` only (a failed container is not restarted).
+Native sidecars (init containers with ``restartPolicy: Always``) start before the app containers
+and get SIGTERM once those are done. ``restartPolicy: Never`` only (no container is restarted).
 """
 
 from __future__ import annotations
@@ -41,9 +42,17 @@ class Kubelet:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
         self.lock = threading.RLock()
+        self._hosts_signature: object = None
 
     def poke(self) -> None:
         self._wake.set()
+
+    def on_output(self, ended: bool) -> None:
+        """A container wrote a line: wake the log followers; its output ended: wake this loop
+        too, to notice the exit at once."""
+        self.cluster.store.notify_logs()
+        if ended:
+            self._wake.set()
 
     def start(self) -> None:
         self.cluster.store.subscribe(self.poke)
@@ -81,6 +90,14 @@ class Kubelet:
             for uid in [u for u in self.workers if u not in seen]:
                 # Gone from the API (force-deleted, or its graceful deletion finished): its logs go too.
                 self.workers.pop(uid).stop()
+            # Names follow pods and headless Services as they come and go, as cluster DNS does.
+            services = sorted((s["metadata"]["namespace"], s["metadata"]["name"], str((s.get("spec") or {}).get("selector")))
+                              for s in self.cluster.store.iter_all("services") if (s.get("spec") or {}).get("clusterIP") == "None")
+            signature = (tuple(sorted((w.ns, w.uid, w.volumes_ready) for w in self.workers.values())), tuple(services))
+            if signature != self._hosts_signature:
+                self._hosts_signature = signature
+                for ns in {w.ns for w in self.workers.values() if w.volumes_ready}:
+                    self.update_hosts(ns)
 
     def update_hosts(self, ns: str) -> None:
         """Rewrite (in place: the containers have them bind-mounted) the /etc/hosts of the pods of ``ns``."""
@@ -124,7 +141,7 @@ class Kubelet:
                         if c.buffer is not None:
                             c.buffer.rotate()
                             n += 1
-        self.cluster.store.notify()
+        self.cluster.store.notify_logs()
         return n
 
     def log_buffer(self, ns: str, name: str, container: str | None, previous: bool = False) -> LogBuffer:

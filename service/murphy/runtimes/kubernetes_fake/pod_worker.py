@@ -47,6 +47,7 @@ class PodWorker:
         self.start_time = now_iso()
         self.transitions: dict[str, tuple[str, str]] = {}
         self.kill_at: float | None = None
+        self.sidecar_kill_at: float | None = None
         self.pod_reason = self.pod_message = ""
         self.disruption: tuple[str, str] | None = None
         self.runtime_fault_done = False
@@ -73,14 +74,31 @@ class PodWorker:
         elif not self._terminal():
             self._advance(pod)
             self._runtime_faults(pod)
+        else:
+            self._stop_sidecars(pod)
         self.write_status(pod)
 
     def _terminal(self) -> bool:
         if self.pod_reason:
             return True
-        if any(c.exit_code not in (None, 0) for c in self.inits):
+        if any(c.exit_code not in (None, 0) for c in self.inits if not c.sidecar):
             return True
         return all(c.exit_code is not None or c.never_started for c in self.apps)
+
+    def _stop_sidecars(self, pod: Obj) -> None:
+        """The app containers are done: SIGTERM the native sidecars, last first (SIGKILL after the
+        grace period), as the kubelet does since 1.29."""
+        running = [c for c in self.inits if c.sidecar and c.running]
+        if not running:
+            return
+        if self.sidecar_kill_at is None:
+            for c in reversed(running):
+                self.event(pod, "Normal", "Killing", f"Stopping container {c.name}", c)
+                c.signal(signal.SIGTERM)
+            self.sidecar_kill_at = time.monotonic() + float(pod["spec"].get("terminationGracePeriodSeconds", 30))
+        elif time.monotonic() >= self.sidecar_kill_at:
+            for c in running:
+                c.kill()
 
     def _on_exit(self, pod: Obj, c: ContainerRun) -> None:
         self.kubelet.poke()
@@ -100,10 +118,12 @@ class PodWorker:
             self.volumes_ready = True
             self.kubelet.update_hosts(self.ns)
         for c in self.inits:
-            if c.exit_code == 0:
-                continue
+            if c.exit_code == 0 or (c.sidecar and c.proc is not None):
+                continue  # done, or a sidecar that started: the next one may start
             if c.proc is None:
                 self._try_start(pod, c)
+                if c.sidecar and c.proc is not None:
+                    continue
             return  # init containers run one at a time, in order
         for c in self.apps:
             if c.proc is None:
@@ -156,7 +176,7 @@ class PodWorker:
             c.waiting = ("CreateContainerError", "failed to generate container spec: no command specified")
             c.next_attempt = now + 5.0
             return
-        c.start(self.sandbox_spec(pod, c, argv, env), python_for_sandbox(), self.kubelet.poke)
+        c.start(self.sandbox_spec(pod, c, argv, env), python_for_sandbox(), self.kubelet.on_output)
         self.event(pod, "Normal", "Created", f"Created container {c.name}", c)
         self.event(pod, "Normal", "Started", f"Started container {c.name}", c)
 
@@ -249,8 +269,11 @@ class PodWorker:
     def _phase(self) -> str:
         if self.pod_reason:
             return "Failed"
-        if any(c.exit_code not in (None, 0) for c in self.inits):
+        if any(c.exit_code not in (None, 0) for c in self.inits if not c.sidecar):
             return "Failed"
+        if any(c.sidecar and c.running for c in self.inits) and self.apps and all(
+                c.exit_code is not None or c.never_started for c in self.apps):
+            return "Running"  # finished only once its sidecars have stopped
         if self.apps and all(c.exit_code is not None or c.never_started for c in self.apps):
             return "Succeeded" if all(c.exit_code == 0 for c in self.apps) else "Failed"
         if any(c.proc is not None for c in self.apps):
@@ -273,7 +296,7 @@ class PodWorker:
     def write_status(self, pod: Obj) -> None:
         phase = self._phase()
         done = phase in ("Succeeded", "Failed")
-        inits_done = all(c.exit_code == 0 for c in self.inits)
+        inits_done = all(c.exit_code == 0 or (c.sidecar and c.proc is not None) for c in self.inits)
         unready = [c.name for c in self.apps if not c.running]
         ready = not unready and not done
         conds = [self._condition("PodReadyToStartContainers", self.volumes_ready),

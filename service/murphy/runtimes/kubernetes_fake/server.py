@@ -84,6 +84,7 @@ class Api:
         self.store = cluster.store
         self.ticker = Ticker()
         self.store.subscribe(self.ticker.poke)
+        self.store.subscribe_logs(self.ticker.poke)
         self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])])
 
     async def handle(self, request: Request) -> Response:
@@ -215,9 +216,13 @@ class Api:
         rv_param = q.get("resourceVersion")
         timeout = float(q.get("timeoutSeconds") or 1800)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        as_table = tables.wants_table(request.headers.get("accept", ""))
 
         def event(type_: str, obj: Obj) -> bytes:
-            return (json.dumps({"type": type_, "object": self._out(kind, obj)}) + "\n").encode()
+            out = self._out(kind, obj)
+            if as_table and type_ not in ("ERROR", "BOOKMARK"):  # kubectl get -w: one row per event
+                out = tables.table(kind, [out], out["metadata"].get("resourceVersion", ""), q.get("includeObject"))
+            return (json.dumps({"type": type_, "object": out}) + "\n").encode()
 
         async def stream() -> AsyncIterator[bytes]:
             deadline = time.monotonic() + timeout

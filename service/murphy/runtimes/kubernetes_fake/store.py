@@ -14,7 +14,6 @@ import random
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -56,10 +55,15 @@ class Store:
         self.lock = threading.RLock()
         self._objs: dict[str, dict[tuple[str, str], Obj]] = {k: {} for k in BY_KEY}
         self._rv = 0
-        self._history: deque[Change] = deque(maxlen=history)
-        #: Watches from a resourceVersion at or below this one get 410 Gone.
+        #: In resourceVersion order (every write makes one version and one change), trimmed
+        #: to ``history`` changes: a watch resumes by index, not by scanning.
+        self._history: list[Change] = []
+        self._history_limit = history
+        #: Watches from a resourceVersion below this one get 410 Gone (their changes are forgotten).
         self.compacted_rv = 0
         self._listeners: list[Callable[[], None]] = []
+        self._notified_rv = 0
+        self._log_listeners: list[Callable[[], None]] = []
         for ns in ("default", "kube-system", *namespaces):
             if ("", ns) not in self._objs["namespaces"]:
                 self.create(BY_KEY["namespaces"], None, {"metadata": {"name": ns}})
@@ -68,18 +72,35 @@ class Store:
     def subscribe(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
+    def subscribe_logs(self, listener: Callable[[], None]) -> None:
+        """``listener()`` runs whenever a container writes to its log (the follow streams)."""
+        self._log_listeners.append(listener)
+
+    def notify_logs(self) -> None:
+        for listener in list(self._log_listeners):
+            listener()
+
     def notify(self) -> None:
         for listener in list(self._listeners):
             listener()
+
+    def _notify_if_changed(self) -> None:
+        """Wake the loops only when a write made a new version: a no-op status write must not
+        wake the kubelet that made it (or it would spin)."""
+        if self._rv != self._notified_rv:
+            self._notified_rv = self._rv
+            self.notify()
 
     @property
     def resource_version(self) -> int:
         return self._rv
 
     def _record(self, type_: str, key: str, obj: Obj, old: Obj | None) -> None:
-        if len(self._history) == self._history.maxlen:
-            self.compacted_rv = self._history[0].rv
         self._history.append(Change(self._rv, type_, key, copy.deepcopy(obj), old))
+        if len(self._history) > self._history_limit + self._history_limit // 10:
+            drop = len(self._history) - self._history_limit
+            self.compacted_rv = self._history[drop - 1].rv
+            del self._history[:drop]
 
     def compact(self) -> None:
         """Forget the watch history (as etcd compaction does): older resumes get 410 Gone."""
@@ -91,7 +112,13 @@ class Store:
         with self.lock:
             if rv < self.compacted_rv:
                 raise errors.gone(f"too old resource version: {rv} ({self.compacted_rv + 1})")
-            return [c for c in self._history if c.rv > rv and c.key == key]
+            hist = self._history
+            start = 0
+            if hist:
+                start = max(0, rv + 1 - hist[0].rv)
+                if start > len(hist) or (start < len(hist) and hist[start].rv != rv + 1):
+                    start = next((i for i, c in enumerate(hist) if c.rv > rv), len(hist))  # not consecutive
+            return [c for c in hist[start:] if c.key == key]
 
     # --- reads ---------------------------------------------------------------------------
     def get(self, kind: Kind, ns: str | None, name: str) -> Obj:
@@ -140,12 +167,24 @@ class Store:
         if kind.namespaced and ("", ns or "") not in self._objs["namespaces"]:
             raise errors.not_found("namespaces", "", ns or "")
 
+    def _check_service_account(self, pod: Obj, ns: str) -> None:
+        """The ServiceAccount admission plugin: a pod's service account must exist."""
+        spec = pod.setdefault("spec", {})
+        sa = spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+        spec["serviceAccount"] = sa
+        if (ns, sa) not in self._objs["serviceaccounts"]:
+            name = pod["metadata"].get("name") or pod["metadata"].get("generateName", "")
+            raise errors.ApiStatusError(403, "Forbidden", f'pods "{name}" is forbidden: error looking up service account '
+                                        f'{ns}/{sa}: serviceaccount "{sa}" not found', {"name": name, "kind": "pods"})
+
     def create(self, kind: Kind, ns: str | None, body: Obj, dry_run: bool = False) -> Obj:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         admission.check_namespace_of(meta.get("namespace"), ns)
         with self.lock:
             self._check_namespace(kind, ns)
+            if kind.plural == "pods":  # admission sees the object before its name is generated
+                self._check_service_account(obj, ns or "")
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = meta["generateName"] + "".join(random.choices(_RANDOM_CHARS, k=5))
             if not meta.get("name"):
@@ -173,7 +212,10 @@ class Store:
             self._objs[kind.key][(ns or "", meta["name"])] = obj
             self._record("ADDED", kind.key, obj, None)
             out = copy.deepcopy(obj)
-        self.notify()
+            if kind.plural == "namespaces":
+                # The service account controller's work: every namespace has a "default" one.
+                self.create(BY_KEY["serviceaccounts"], meta["name"], {"metadata": {"name": "default"}})
+        self._notify_if_changed()
         return out
 
     def _write(self, kind: Kind, old: Obj, new: Obj, dry_run: bool = False) -> Obj:
@@ -239,7 +281,7 @@ class Store:
             if subresource != "status":
                 admission.admit(kind, new, old)
             out = self._write(kind, old, new, dry_run)
-        self.notify()
+        self._notify_if_changed()
         return out
 
     @staticmethod
@@ -271,7 +313,7 @@ class Store:
             if subresource != "status":
                 admission.admit(kind, new, old)
             out = self._write(kind, old, new, dry_run)
-        self.notify()
+        self._notify_if_changed()
         return out
 
     def mutate(self, key: str, ns: str | None, name: str, fn: Callable[[Obj], None]) -> Obj | None:
@@ -283,7 +325,7 @@ class Store:
             new = copy.deepcopy(old)
             fn(new)
             out = self._write(BY_KEY[key], old, new)
-        self.notify()
+        self._notify_if_changed()
         return out
 
     def delete(self, kind: Kind, ns: str | None, name: str, propagation: str | None = None,
@@ -337,7 +379,7 @@ class Store:
                 self._objs[kind.key][key] = new
                 self._record("MODIFIED", kind.key, new, copy.deepcopy(obj))
                 out = copy.deepcopy(new)
-        self.notify()
+        self._notify_if_changed()
         return out
 
     def remove_finalizer(self, key: str, ns: str | None, name: str, finalizer: str) -> None:
