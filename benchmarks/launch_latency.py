@@ -11,7 +11,12 @@
    rule poll, supervisor, SIGTERM). Target p95 ≤ 2 s. SageMaker's figure for the same path is
    minutes (rule jobs poll S3 and a Lambda calls StopTrainingJob).
 
-usage: python benchmarks/launch_latency.py [--trials 20]
+With ``--runtime kubernetes`` (benchmarks/_launch_k8s.py): the same job through ``murphy server
+--runtime kubernetes`` and murphy's fake Kubernetes API server: create → first pod created,
+finding → training Job deleted (and → Stopped), and the API requests murphy makes per running job
+in two windows far apart in steps (bounded: it must not grow with the number of steps).
+
+usage: python benchmarks/launch_latency.py [--trials 20] [--runtime process|kubernetes]
 """
 
 from __future__ import annotations
@@ -99,7 +104,10 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--runtime", choices=["process", "kubernetes"], default="process")
     args = ap.parse_args()
+    if args.runtime == "kubernetes":
+        return kubernetes(args.trials)
     tmp = Path(tempfile.mkdtemp(prefix="murphy-launch-"))
     port = free_port()
     log = open(tmp / "server.log", "wb")  # noqa: SIM115
@@ -165,6 +173,28 @@ def main() -> None:
         rows.append([label, f"{pct(values, 50) * 1000:.0f} ms", f"{p95 * 1000:.0f} ms",
                      "" if target is None else f"<= {target * 1000:.0f} ms", verdict])
     print(table(["path", "p50", "p95", "target (p95)", ""], rows))
+
+
+def kubernetes(trials: int) -> None:
+    import _launch_k8s
+
+    out = _launch_k8s.run(trials, tarball, request)
+    print(f"launch_latency — {machine()}, kubernetes runtime (murphy's fake API server), "
+          f"{len(out['first_pod'])} launches, {len(out['finding_to_deleted'])} stops")
+    rows = [[label, f"{pct(v, 50) * 1000:.0f} ms", f"{pct(v, 95) * 1000:.0f} ms"]
+            for label, v in (("create -> first pod created", out["first_pod"]),
+                             ("finding written -> Job DELETE (deletionTimestamp)", out["finding_to_delete"]),
+                             ("finding written -> training Job gone", out["finding_to_deleted"]),
+                             ("finding written -> Describe says Stopped", out["finding_to_stopped"]))]
+    print(table(["path", "p50", "p95"], rows))
+    early, late = out["rate"]
+    grows = late["per_s"] > 1.2 * early["per_s"]
+    print(f"API requests per running job (training + 1 rule, 20 steps/s): {early['per_s']:.2f}/s in the first window, "
+          f"{late['per_s']:.2f}/s {late['at_s'] - early['at_s']:.0f} s (~{(late['at_s'] - early['at_s']) * 20:.0f} steps) later: "
+          f"{'GROWS' if grows else 'bounded'}")
+    print("  by request:", json.dumps(late["by"], sort_keys=True))
+    if grows:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ class Settings(BaseSettings):
     #: SQLAlchemy URL; default ``sqlite:///<data_dir>/murphy.db`` (WAL). PostgreSQL:
     #: ``postgresql+psycopg://user:pw@host/db``.
     database_url: str | None = None
-    runtime: Literal["process", "docker", "fake"] = "process"
+    runtime: Literal["process", "docker", "kubernetes", "fake"] = "process"
     # --- the Docker runtime (murphy.runtimes.docker; docs/runtimes.md) ---
     #: The engine's address; default: ``DOCKER_HOST`` or the local socket.
     docker_host: str | None = None
@@ -35,6 +35,32 @@ class Settings(BaseSettings):
     docker_user: str | None = None
     #: Caps every container's memory (MiB) below what its instance type and the host allow.
     docker_max_memory_mib: int | None = None
+    # --- the Kubernetes runtime (murphy.runtimes.kubernetes; docs/kubernetes.md) ---
+    #: The one namespace every job's objects go in.
+    kubernetes_namespace: str = "murphy-jobs"
+    #: A kubeconfig file (and a context in it); unset: ``KUBECONFIG``, the in-cluster
+    #: ServiceAccount, or ``~/.kube/config``.
+    kubernetes_kubeconfig: Path | None = None
+    kubernetes_context: str | None = None
+    #: A bare API server URL with no authentication (``kubectl proxy``, murphy's fake API
+    #: server in tests); takes precedence over the kubeconfig.
+    kubernetes_api_server: str | None = None
+    #: Instance profiles (node selectors, tolerations, resources by instance type), a JSON file.
+    kubernetes_profiles: Path | None = None
+    #: The S3 endpoint as pods see it; default ``s3_endpoint_url``.
+    kubernetes_s3_endpoint_url: str | None = None
+    kubernetes_utility_image: str = "murphy/python:latest"
+    kubernetes_image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    kubernetes_service_account: str = "murphy-workload"
+    #: Labels and names carry it; default: derived from the data directory, like the other runtimes.
+    kubernetes_runtime_id: str | None = None
+    #: Pods' terminationGracePeriodSeconds: SIGTERM, then SIGKILL after this (SageMaker: 120 s).
+    kubernetes_stop_grace_s: int = 120
+    #: A pod Pending on an image pull this long, or unschedulable this long, fails the job.
+    kubernetes_image_pull_timeout_s: float = 300.0
+    kubernetes_scheduling_timeout_s: float = 1800.0
+    #: At most one look (GET Job + list pods) per container per this many seconds.
+    kubernetes_poll_interval_s: float = 1.0
     #: Where ``s3://`` URIs live: ``local`` = one directory per bucket under ``buckets_dir``;
     #: ``s3`` = a real S3 endpoint (``s3_endpoint_url`` or boto3's own configuration).
     object_store: Literal["local", "s3"] = "local"

@@ -24,6 +24,12 @@ def settings_from_args(args: argparse.Namespace) -> Any:
             "runtime": args.runtime,
             "docker_host": args.docker_host,
             "docker_network": args.docker_network,
+            "kubernetes_namespace": args.kubernetes_namespace,
+            "kubernetes_kubeconfig": args.kubeconfig,
+            "kubernetes_context": args.kube_context,
+            "kubernetes_api_server": args.kubernetes_api_server,
+            "kubernetes_profiles": args.instance_profiles,
+            "kubernetes_s3_endpoint_url": args.pods_s3_endpoint_url,
             "auth": args.auth,
         }.items()
         if value is not None
@@ -130,7 +136,13 @@ def cmd_server(args: argparse.Namespace) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         print("murphy server: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
-    plane = ControlPlane.from_settings(settings)
+    from murphy.exceptions import RuntimeBackendError
+
+    try:
+        plane = ControlPlane.from_settings(settings)
+    except RuntimeBackendError as e:  # e.g. --runtime kubernetes without a usable configuration
+        print(f"murphy server: {e}", file=sys.stderr)
+        return 2
     plane.start()
     try:
         app = create_app(plane.service, settings, getattr(plane, "bus", None))
@@ -168,11 +180,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--database-url", help="SQLAlchemy URL (default SQLite under the data dir)")
     p.add_argument("--object-store", choices=["local", "s3"], help="where s3:// URIs live (default local)")
     p.add_argument("--s3-endpoint-url", help="S3 endpoint for --object-store s3")
-    p.add_argument("--runtime", choices=["process", "docker", "fake"],
-                   help="where containers run: local processes (default) or Docker containers")
+    p.add_argument("--runtime", choices=["process", "docker", "kubernetes", "fake"],
+                   help="where containers run: local processes (default), Docker containers, or Kubernetes Jobs")
     p.add_argument("--docker-host", help="Docker engine address for --runtime docker (default DOCKER_HOST)")
     p.add_argument("--docker-network", choices=["none", "host"],
                    help="containers' network (default none: the S3 endpoint only, through murphy's gateway)")
+    k = p.add_argument_group("--runtime kubernetes (docs/kubernetes.md)")
+    k.add_argument("--kubernetes-namespace", help="the namespace of every job's objects (default murphy-jobs)")
+    k.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)")
+    k.add_argument("--kube-context", help="the kubeconfig context to use (default: its current context)")
+    k.add_argument("--kubernetes-api-server", help="a bare API server URL without authentication (kubectl proxy)")
+    k.add_argument("--instance-profiles", help="instance profiles, a JSON file (node selectors, tolerations, resources)")
+    k.add_argument("--pods-s3-endpoint-url", help="the S3 endpoint as pods see it (default --s3-endpoint-url)")
     p.add_argument("--no-stop-on-finding", action="store_true",
                    help="AWS semantics: a rule finding stops the job only through a StopTraining action")
     p.add_argument("--auth", choices=["none", "sigv4"],

@@ -70,6 +70,8 @@ def make_runtime(settings: Settings, store: JobStore | None = None) -> Runtime:
                                 max_memory_bytes=(settings.docker_max_memory_mib or 0) << 20 or None)
         return DockerRuntime(settings.data_dir / "containers", ImageCatalog.load(settings.image_catalog), access,
                              options=options, docker_host=settings.docker_host, credentials=credentials)
+    if settings.runtime == "kubernetes":
+        return kubernetes_runtime(settings)
     from murphy.runtimes.process import ProcessRuntime
 
     return ProcessRuntime(
@@ -78,6 +80,43 @@ def make_runtime(settings: Settings, store: JobStore | None = None) -> Runtime:
         settings.container_store_env(),
         credentials=credentials,
     )
+
+
+def kubernetes_runtime(settings: Settings) -> Runtime:
+    """The Kubernetes runtime as ``settings`` configure it (docs/kubernetes.md)."""
+    import os
+
+    from murphy.exceptions import RuntimeBackendError
+    from murphy.runtimes.base import runtime_id
+    from murphy.runtimes.catalog import ImageCatalog
+    from murphy.runtimes.kubernetes import KubernetesRuntime
+    from murphy.runtimes.kubernetes_lightkube import LightkubeApi, load_config
+    from murphy.runtimes.kubernetes_objects import CREDENTIAL_KEYS, KubernetesOptions
+    from murphy.runtimes.kubernetes_resources import load_profiles
+    from murphy.runtimes.kubernetes_status import Limits
+
+    endpoint = settings.kubernetes_s3_endpoint_url or settings.s3_endpoint_url
+    if settings.object_store != "s3" or not endpoint:
+        raise RuntimeBackendError("--runtime kubernetes needs an S3 endpoint the pods can reach: --object-store s3 "
+                                  "--s3-endpoint-url URL (and MURPHY_KUBERNETES_S3_ENDPOINT_URL when pods see it "
+                                  "under another address); local buckets are not visible from a cluster")
+    root = settings.data_dir / "containers"
+    options = KubernetesOptions(
+        namespace=settings.kubernetes_namespace, runtime_id=settings.kubernetes_runtime_id or runtime_id(str(root)),
+        s3_endpoint_url=endpoint, service_account=settings.kubernetes_service_account,
+        utility_image=settings.kubernetes_utility_image, image_pull_policy=settings.kubernetes_image_pull_policy,
+        profiles=tuple(load_profiles(settings.kubernetes_profiles)) if settings.kubernetes_profiles else (),
+        catalog=ImageCatalog.load(settings.image_catalog), stop_grace_s=settings.kubernetes_stop_grace_s,
+        rule_grace_s=int(settings.rule_finish_timeout_s))
+    config = load_config(str(settings.kubernetes_kubeconfig) if settings.kubernetes_kubeconfig else None,
+                         settings.kubernetes_context, settings.kubernetes_api_server)
+    api = LightkubeApi(options.namespace, config)
+    # The pods' S3 credentials: the service's own (the Secret's values never reach a log).
+    credentials = {k: os.environ[k] for k in CREDENTIAL_KEYS if os.environ.get(k)}
+    limits = Limits(image_pull_s=settings.kubernetes_image_pull_timeout_s,
+                    scheduling_s=settings.kubernetes_scheduling_timeout_s)
+    return KubernetesRuntime(root, api, options, credentials=credentials, limits=limits,
+                             poll_interval_s=settings.kubernetes_poll_interval_s)
 
 
 @dataclass

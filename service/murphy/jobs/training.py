@@ -80,8 +80,10 @@ def watch(runtime: Runtime, rec: JobRecord, now: float, signal: Signal, gone: Go
     stage = STAGES.get(states[0].stage or running.stage or "", S.Starting if running.phase == "pending" else S.Downloading)
     changed |= advance(rec, stage, now)
     limit = rec.spec.get("StoppingCondition", {}).get("MaxRuntimeInSeconds")
+    # Counted from the container's start: a pod waiting for a node or an image (Kubernetes) is
+    # not running yet; the runtime's own timeouts bound that wait.
     started = rec.training_start_time or rec.creation_time
-    if limit and now - started > float(limit):
+    if limit and running.phase != "pending" and now - started > float(limit):
         rec.notes["max_runtime_exceeded"] = True
         changed |= request_stop(rec, f"Training job exceeded MaxRuntimeInSeconds ({limit} s)", now)
         for key, handle in live:

@@ -42,6 +42,14 @@ RULE_NAME = f"{DOMAIN}/rule-name"
 CONTAINER_NAME = f"{DOMAIN}/container-name"
 INSTANCE_TYPE = f"{DOMAIN}/instance-type"
 SPEC_HASH = f"{DOMAIN}/spec-hash"
+#: The training job's MaxRuntimeInSeconds, on the anchor (rule Jobs' deadlines derive from it).
+MAX_RUNTIME = f"{DOMAIN}/max-runtime-s"
+#: Written by the runtime: when murphy asked a Job to stop and why (on the Job), and, on the
+#: anchor, per container (``.training`` or ``.<rule key>``), the stop and any failure murphy gave
+#: up on, so that both survive the Job's deletion and a restart of murphy.
+STOP_REQUESTED_AT = f"{DOMAIN}/stop-requested-at"
+STOP_REASON = f"{DOMAIN}/stop-reason"
+FAILURE = f"{DOMAIN}/failure"
 
 _NOT_NAME = re.compile(r"[^a-z0-9]+")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9._-]+")

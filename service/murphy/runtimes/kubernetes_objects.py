@@ -30,6 +30,7 @@ from typing import Any
 
 from murphy.container.env import OptMl
 from murphy.exceptions import RuntimeBackendError
+from murphy.runtimes import kubernetes_hosts as kh
 from murphy.runtimes import kubernetes_names as kn
 from murphy.runtimes.base import Plan, RulePlan, TrainingPlan
 from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
@@ -122,7 +123,8 @@ def training_files(plan: TrainingPlan, opts: KubernetesOptions, res: PodResource
     with tempfile.TemporaryDirectory(prefix="murphy-k8s-") as tmp:
         host, env = write_training_layout(tmp, plan, entry, _IN_IMAGE_PYTHON, store_env(opts), view=view)
         files = {p.name: p.read_text(encoding="utf-8") for p in sorted(Path(host.config_dir).glob("*.json"))}
-    return files, env
+    rid = opts.runtime_id
+    return kh.cluster_files(files, rid, plan), kh.cluster_env(env, rid, plan)
 
 
 def config_map(plan: TrainingPlan, files: Mapping[str, str], opts: KubernetesOptions) -> dict[str, Any]:
@@ -130,9 +132,10 @@ def config_map(plan: TrainingPlan, files: Mapping[str, str], opts: KubernetesOpt
     if size > MAX_CONFIG_BYTES:
         raise RuntimeBackendError(f"the job's config files take {size} bytes; a ConfigMap holds at most "
                                   f"{MAX_CONFIG_BYTES} (the hyperparameters are too large for Kubernetes)")
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": _meta(kn.config_map_name(opts.runtime_id, plan), opts, plan, role="config"),
-            "immutable": True, "data": dict(files)}
+    meta = _meta(kn.config_map_name(opts.runtime_id, plan), opts, plan, role="config")
+    if plan.max_runtime_s:
+        meta["annotations"][kn.MAX_RUNTIME] = str(int(plan.max_runtime_s))
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "immutable": True, "data": dict(files)}
 
 
 def secret(plan: TrainingPlan, credentials: Mapping[str, str], opts: KubernetesOptions) -> dict[str, Any]:
@@ -198,15 +201,18 @@ def _init_script(plan: TrainingPlan) -> str:
     local = (plan.debug_hook_config or {}).get("LocalPath")
     if isinstance(local, str) and local.startswith(OPT_ML + "/"):
         dirs.append(local)
-    return (f"set -eu; mkdir -p {' '.join(shlex.quote(d) for d in dirs)}; "
-            f"cp {CONFIG_MOUNT}/*.json {shlex.quote(opt_ml.config_dir)}/")
+    script = (f"set -eu; mkdir -p {' '.join(shlex.quote(d) for d in dirs)}; "
+              f"cp {CONFIG_MOUNT}/*.json {shlex.quote(opt_ml.config_dir)}/")
+    if kh.host_count(plan) > 1:  # this pod's host, from its completion index
+        script += f"; python3 -c {shlex.quote(kh.PATCH_SCRIPT)} {shlex.quote(opt_ml.config_dir)}"
+    return script
 
 
 def training_job(plan: TrainingPlan, env: Mapping[str, str], opts: KubernetesOptions, res: PodResources) -> dict[str, Any]:
     rid = opts.runtime_id
     name = kn.training_name(rid, plan)
     entry = image_entry(plan, opts.catalog)
-    hosts = max(1, plan.instance_count)
+    hosts = kh.host_count(plan)
     shm = f"{max(64, res.memory_bytes // 4 >> 20)}Mi"  # DataLoader workers share tensors through /dev/shm
     algo = {
         "name": "algo", "image": entry.docker_image or plan.image, "imagePullPolicy": opts.image_pull_policy,
@@ -222,6 +228,7 @@ def training_job(plan: TrainingPlan, env: Mapping[str, str], opts: KubernetesOpt
     init = {
         "name": "murphy-init", "image": opts.utility_image, "imagePullPolicy": opts.image_pull_policy,
         "command": ["sh", "-c", _init_script(plan)],
+        **({"env": [kh.index_env()]} if hosts > 1 else {}),
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
         "volumeMounts": [{"name": "opt-ml", "mountPath": OPT_ML}, {"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
         "securityContext": _security(),
@@ -274,7 +281,7 @@ def job_objects(training: TrainingPlan, rules: Sequence[RulePlan], opts: Kuberne
     res = pod_resources(training.instance_type, opts.profiles)
     files, env = training_files(training, opts, res)
     objs = [config_map(training, files, opts), secret(training, credentials or {}, opts)]
-    if training.instance_count > 1:
+    if kh.host_count(training) > 1:
         objs.append(headless_service(training, opts))
     objs.append(training_job(training, env, opts, res))
     objs.extend(rule_job(r, opts, max_runtime_s=training.max_runtime_s) for r in rules)
