@@ -93,8 +93,9 @@ def test_live_steps_appear_within_poll_interval(store: ObjectStore) -> None:
     def writer() -> None:
         for s in range(1, 11):
             time.sleep(0.02)
-            write_step(store, s, {"t": float(s)})
+            # Stamped before the write: the reader may see the step before write_step returns.
             written[s] = time.monotonic()
+            write_step(store, s, {"t": float(s)})
         end(store)
 
     th = threading.Thread(target=writer)
