@@ -7,14 +7,13 @@ live on a local directory per bucket (the embedded default) and on a real S3 ser
 
 from __future__ import annotations
 
-import io
-import tarfile
 import time
 from typing import Any
 
 import pytest
 
 from murphy.trial import create_trial
+from sourcetar import train_py_tarball
 
 RULE_IMAGE = "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest"
 DEMO_IMAGE = "murphy/linear-regression-demo:latest"
@@ -155,14 +154,6 @@ def test_healthy_twin_completes_with_no_issues(plane: Any) -> None:
     assert any(e["message"].startswith("Step=9") for e in events["events"])
 
 
-def _source_tarball(script: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = script.encode()
-        info = tarfile.TarInfo("train.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 SLOW_SCRIPT = """
@@ -179,7 +170,7 @@ def test_kill_9_the_server_mid_job_loses_nothing(request: pytest.FixtureRequest,
                                                  monkeypatch: pytest.MonkeyPatch, runtime: str, store: str) -> None:
     server = start_plane(request, make_server, monkeypatch, runtime, store)
     bucket = server.extra["bucket"]
-    put_object(server, "src/sourcedir.tar.gz", _source_tarball(SLOW_SCRIPT))
+    put_object(server, "src/sourcedir.tar.gz", train_py_tarball(SLOW_SCRIPT))
     client = server.client()
     body = job_request("survives-restart", bucket, {
         "ticks": "25", "sagemaker_program": '"train.py"',
@@ -213,7 +204,7 @@ def test_work_that_died_while_the_server_was_down_is_marked_failed(make_server: 
     server = make_server("--runtime", runtime)
     buckets = server.data_dir / "buckets"
     (buckets / "src").mkdir(parents=True, exist_ok=True)
-    (buckets / "src" / "sourcedir.tar.gz").write_bytes(_source_tarball(SLOW_SCRIPT))
+    (buckets / "src" / "sourcedir.tar.gz").write_bytes(train_py_tarball(SLOW_SCRIPT))
     client = server.client()
     request = job_request("dies-meanwhile", "murphy-e2e", {
         "ticks": "200", "sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://src/sourcedir.tar.gz"'})
@@ -263,7 +254,7 @@ class CrashingRule(Rule):
 def test_training_that_exits_1_with_a_failure_file_fails_the_job_with_its_reason(
         request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch, runtime: str) -> None:
     server = start_plane(request, make_server, monkeypatch, runtime, "local")
-    put_object(server, "src/fail.tar.gz", _source_tarball(FAILING_SCRIPT))
+    put_object(server, "src/fail.tar.gz", train_py_tarball(FAILING_SCRIPT))
     client = server.client()
     request_body = job_request("exits-1", "murphy-e2e", {
         "sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://murphy-e2e/src/fail.tar.gz"'})

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from test_control_plane import job_request, put_object, start_plane, watch
 
+from sourcetar import train_py_tarball
+
 PROBE = r'''
 import hashlib, json, os, sys
 import boto3
@@ -49,14 +51,6 @@ with open(os.path.join(os.environ["SM_MODEL_DIR"], "probe.json"), "w") as f:
 '''
 
 
-def _tarball(script: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = script.encode()
-        info = tarfile.TarInfo("train.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 RUNTIMES = [pytest.param("process"), pytest.param("docker", marks=pytest.mark.docker)]
@@ -70,7 +64,7 @@ def test_a_training_container_gets_access_denied_outside_its_own_locations(
         request.getfixturevalue("docker_engine")
     server = start_plane(request, make_server, monkeypatch, runtime_name, "s3")
     bucket = server.extra["bucket"]
-    put_object(server, "src/probe.tar.gz", _tarball(PROBE))
+    put_object(server, "src/probe.tar.gz", train_py_tarball(PROBE))
     put_object(server, "input/prober/train.csv", b"1,2,3")
     put_object(server, "debug/victim/debug-output/index/0.json", b"{}")
     secret = request.getfixturevalue("seaweedfs_server").secret_key

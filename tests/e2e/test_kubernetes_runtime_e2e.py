@@ -14,10 +14,8 @@ S3 server (SeaweedFS).
 
 from __future__ import annotations
 
-import io
 import os
 import sys
-import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +25,7 @@ import pytest
 
 from k8s_fake import TEST_IMAGES, fake_cluster
 from murphy.runtimes.kubernetes_fake import FakeCluster
+from sourcetar import train_py_tarball
 
 RULE_IMAGE = "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest"
 DEMO_IMAGE = "murphy/linear-regression-demo:latest"
@@ -132,14 +131,6 @@ for i in range(int(sys.argv[sys.argv.index('--ticks') + 1])):
 """
 
 
-def source_tarball(script: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = script.encode()
-        info = tarfile.TarInfo("train.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 @pytest.mark.slow
@@ -149,7 +140,7 @@ def test_murphy_restarted_mid_job_reattaches_without_duplicate_logs(make_server:
 
     server = start(make_server, monkeypatch, request, cluster)
     client, bucket = server.client(), server.extra["bucket"]
-    open_store(f"s3://{bucket}").put("src/sourcedir.tar.gz", source_tarball(SLOW_SCRIPT))
+    open_store(f"s3://{bucket}").put("src/sourcedir.tar.gz", train_py_tarball(SLOW_SCRIPT))
     body = job_request("k8s-restart", bucket, {"ticks": "60", "sagemaker_program": '"train.py"',
                                                "sagemaker_submit_directory": f'"s3://{bucket}/src/sourcedir.tar.gz"'},
                        rules=False)
@@ -198,7 +189,7 @@ def test_an_oom_killed_training_container_fails_with_out_of_memory(make_server: 
     cluster.faults.add("OOMKilled", selector="murphy.io/role=training", container="algo", after_s=1.0)
     server = start(make_server, monkeypatch, request, cluster)
     client, bucket = server.client(), server.extra["bucket"]
-    open_store(f"s3://{bucket}").put("src/sourcedir.tar.gz", source_tarball(SLOW_SCRIPT))
+    open_store(f"s3://{bucket}").put("src/sourcedir.tar.gz", train_py_tarball(SLOW_SCRIPT))
     body = job_request("k8s-oom", bucket, {"ticks": "200", "sagemaker_program": '"train.py"',
                                            "sagemaker_submit_directory": f'"s3://{bucket}/src/sourcedir.tar.gz"'},
                        rules=False)

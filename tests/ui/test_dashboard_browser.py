@@ -6,12 +6,10 @@ The driver (browser_driver.py, in the browser venv) only observes; the assertion
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from test_control_plane import EXPLODING, job_request, start_plane, watch
+
+from sourcetar import train_py_tarball
 
 DRIVER = Path(__file__).with_name("browser_driver.py")
 
@@ -104,14 +104,6 @@ def test_seed_job_in_the_browser(request: pytest.FixtureRequest, make_server: An
         assert (artifacts_dir / shot).stat().st_size > 10_000
 
 
-def _source_tarball(script: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = script.encode()
-        info = tarfile.TarInfo("train.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def test_zoom_survives_live_appends(request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch,
@@ -119,7 +111,7 @@ def test_zoom_survives_live_appends(request: pytest.FixtureRequest, make_server:
     server = start_plane(request, make_server, monkeypatch, "process", "local")
     src = server.data_dir / "buckets" / "murphy-e2e" / "src" / "slow.tar.gz"
     src.parent.mkdir(parents=True, exist_ok=True)
-    src.write_bytes(_source_tarball(SLOW_DEMO))
+    src.write_bytes(train_py_tarball(SLOW_DEMO))
     body = job_request("slow-demo", "murphy-e2e", {
         "sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://murphy-e2e/src/slow.tar.gz"'})
     body["AlgorithmSpecification"]["TrainingImage"] = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1-cpu-py310"
