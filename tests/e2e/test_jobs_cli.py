@@ -10,7 +10,9 @@ import time
 from typing import Any
 
 import pytest
-from test_control_plane import EXPLODING, HEALTHY, SLOW_SCRIPT, _source_tarball, job_request, watch
+from test_control_plane import EXPLODING, HEALTHY, SLOW_SCRIPT, job_request, watch
+
+from sourcetar import train_py_tarball
 
 
 def murphy(server: Any, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -56,7 +58,7 @@ def test_jobs_cli_stop_and_follow(make_server: Any) -> None:
     server = make_server()
     buckets = server.data_dir / "buckets"
     (buckets / "src").mkdir(parents=True, exist_ok=True)
-    (buckets / "src" / "sourcedir.tar.gz").write_bytes(_source_tarball(SLOW_SCRIPT))
+    (buckets / "src" / "sourcedir.tar.gz").write_bytes(train_py_tarball(SLOW_SCRIPT))
     request = job_request("cli-slow", "murphy-e2e", {
         "ticks": "300", "sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://src/sourcedir.tar.gz"'})
     request["AlgorithmSpecification"]["TrainingImage"] = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1-cpu-py310"

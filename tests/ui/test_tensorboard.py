@@ -212,13 +212,13 @@ def test_tensorboard_output_config_on_docker_uploads_while_running(
     request.getfixturevalue("docker_engine")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
     from test_control_plane import job_request, put_object, start_plane, watch
-    from test_dashboard_browser import _source_tarball
 
     from murphy.storage import open_store
+    from sourcetar import train_py_tarball
 
     server = start_plane(request, make_server, monkeypatch, "docker", store)
     client, bucket = server.client(), server.extra["bucket"]
-    put_object(server, "src/slow-tb.tar.gz", _source_tarball(SLOW_TB_DEMO % SLOW_STEPS))
+    put_object(server, "src/slow-tb.tar.gz", train_py_tarball(SLOW_TB_DEMO % SLOW_STEPS))
     body = job_request("tb-docker", bucket, {
         "sagemaker_program": '"train.py"', "sagemaker_submit_directory": f'"s3://{bucket}/src/slow-tb.tar.gz"'},
         TensorBoardOutputConfig={"S3OutputPath": f"s3://{bucket}/tb"})
