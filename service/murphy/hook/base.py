@@ -21,11 +21,11 @@ from murphy.core.collection import Collection, CollectionKeys
 from murphy.core.modes import ModeKeys
 from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
-from murphy.exceptions import HookError, SMDebugRuntimeError, StorageError
+from murphy.exceptions import HookError
 from murphy.hook.backend import NumpyBackend, TensorBackend
 from murphy.hook.collections import PYTORCH_COLLECTION_REGEXES, HookCollections
-from murphy.hook.config import DEFAULT_LOCAL_PATH
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard, guarded
+from murphy.hook.outdir import refuse_ended, resolve_out_dir
 from murphy.hook.tensorboard import TensorBoardSink
 from murphy.hook.tensorboard import resolve_dir as resolve_tensorboard_dir
 from murphy.hook.writer import (
@@ -38,7 +38,6 @@ from murphy.hook.writer import (
 )
 from murphy.storage import ObjectStore, open_store
 from murphy.tensorio.locations import (
-    END_OF_TRAINING_KEY,
     collections_file_key,
     reduction_tensor_name,
     strip_output_index,
@@ -48,10 +47,6 @@ from murphy.tensorio.writer import write_end_of_training
 _log = logging.getLogger(LOGGER_NAME)
 INIT_STEP = -1
 SCALAR_PREFIX = "scalar/"
-
-
-class OutDirAlreadyEnded(HookError, SMDebugRuntimeError):
-    """``out_dir`` holds ``training_job_end.ts``: it belongs to a finished run."""
 
 
 def worker_name(rank: int) -> str:
@@ -100,10 +95,10 @@ class BaseHook:
             # Inside SageMaker the platform writes the end marker after its final sync.
             write_end_marker = "TRAINING_JOB_NAME" not in os.environ
         self._write_end_marker = write_end_marker
-        self.out_dir = _resolve_out_dir(out_dir)
+        self.out_dir = resolve_out_dir(out_dir)
         self.store: ObjectStore = open_store(self.out_dir)
         if self._writes:
-            _refuse_ended(self.store)
+            refuse_ended(self.store)
         self.collections = HookCollections(
             save_config or SaveConfig(),
             reduction_config or ReductionConfig(save_raw_tensor=True),
@@ -360,48 +355,6 @@ class BaseHook:
         data = self.collections.to_doc(self.num_workers).to_json_bytes()
         store, key = self.store, collections_file_key(self.worker)
         self._writer.submit_call(lambda: store.put(key, data), "collections")
-
-
-def _resolve_out_dir(out_dir: str | os.PathLike[str] | ObjectStore | None) -> Any:
-    if out_dir is None:
-        if "TRAINING_JOB_NAME" in os.environ:
-            return _relocate_opt_ml(DEFAULT_LOCAL_PATH)
-        raise HookError("out_dir is required outside SageMaker (or use Hook.create_from_json_file())")
-    if isinstance(out_dir, ObjectStore):
-        return out_dir
-    return _relocate_opt_ml(os.fspath(out_dir))
-
-
-# murphy's process runtime gives each job its own /opt/ml elsewhere on the host. Its programs run
-# in a private mount namespace where that directory *is* /opt/ml (murphy.container.namespace; then
-# MURPHY_OPT_ML is /opt/ml and nothing is rewritten). Only where the host cannot make one (the
-# documented fallback) is MURPHY_OPT_ML the directory's real path: a script that hard-codes
-# SageMaker's /opt/ml/... out_dir (the article's does) must then write there, where the toolkit
-# mirrors it from.
-_OPT_ML = "/opt/ml"
-_OPT_ML_ENV = "MURPHY_OPT_ML"
-
-
-def _relocate_opt_ml(path: str) -> str:
-    root = os.environ.get(_OPT_ML_ENV)
-    if not root or root == _OPT_ML or "://" in path:
-        return path
-    if path == _OPT_ML or path.startswith(_OPT_ML + "/"):
-        return root.rstrip("/") + path[len(_OPT_ML):]
-    return path
-
-
-def _refuse_ended(store: ObjectStore) -> None:
-    try:
-        ended = store.exists(END_OF_TRAINING_KEY)
-    except StorageError:
-        # An unreachable store must not stop construction; the writer will report it.
-        return
-    if ended:
-        raise OutDirAlreadyEnded(
-            f"{store.uri} already holds {END_OF_TRAINING_KEY}: it is the output of a finished "
-            "run. Use a new out_dir (or delete the directory) for a new run."
-        )
 
 
 def _register_atexit(hook: BaseHook) -> None:

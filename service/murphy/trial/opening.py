@@ -88,6 +88,9 @@ class LoadedCollections:
     collections: dict[str, Collection]
     num_workers: int
     workers: set[str]
+    #: The end-marker answer sent with the open's first requests (remote stores), for the first
+    #: refresh only; None: ask the store.
+    ended_at_open: Callable[[], bool] | None = None
 
 
 class OpeningPrefetch:
@@ -220,4 +223,5 @@ def load_collections(
             warned = True
         time.sleep(max(settings.poll_interval, 0.001))
     workers = {w for w in (worker_from_collections_key(k) for k in keys) if w is not None}
-    return LoadedCollections(doc.collections, doc.num_workers, workers)
+    first_ended = prefetch.take_ended() if prefetch is not None else None
+    return LoadedCollections(doc.collections, doc.num_workers, workers, first_ended)

@@ -96,9 +96,8 @@ class Trial:
             poll_interval=settings.poll_interval,
             training_ended=self.training_has_ended,
         )
-        prefetch = OpeningPrefetch.start(store)
-        loaded = load_collections(store, settings, prefetch)
-        self._first_ended = prefetch.take_ended() if prefetch is not None else None
+        loaded = load_collections(store, settings, OpeningPrefetch.start(store))
+        self._first_ended = loaded.ended_at_open
         self._collections = loaded.collections
         self._workers = set(loaded.workers)
         self._book = StepBook(loaded.num_workers)

@@ -11,7 +11,8 @@ import pytest
 from murphy.core.collection import CollectionsDoc
 from murphy.exceptions import HookError, SMDebugRuntimeError
 from murphy.hook import ModeKeys, ReductionConfig, SaveConfig, SaveConfigMode
-from murphy.hook.base import BaseHook, OutDirAlreadyEnded
+from murphy.hook.base import BaseHook
+from murphy.hook.outdir import OutDirAlreadyEnded
 from murphy.storage import open_store
 from murphy.tensorio.locations import parse_index_key
 from murphy.tensorio.reader import read_index, read_tensor_record

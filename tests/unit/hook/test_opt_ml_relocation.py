@@ -23,13 +23,13 @@ def test_opt_ml_out_dir_follows_the_jobs_opt_ml(tmp_path: Path, monkeypatch: pyt
 @pytest.mark.parametrize("path", ["/opt/mlx/t", "relative/t", "s3://b/opt/ml/t"])
 def test_other_paths_are_left_alone(path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MURPHY_OPT_ML", str(tmp_path / "root"))
-    from murphy.hook.base import _relocate_opt_ml
+    from murphy.hook.outdir import _relocate_opt_ml
 
     assert _relocate_opt_ml(path) == path
 
 
 def test_without_a_relocated_root_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from murphy.hook.base import _relocate_opt_ml
+    from murphy.hook.outdir import _relocate_opt_ml
 
     monkeypatch.delenv("MURPHY_OPT_ML", raising=False)
     assert _relocate_opt_ml("/opt/ml/output/tensors") == "/opt/ml/output/tensors"
