@@ -1,4 +1,13 @@
-"""Inputs of a training container: data channels and the script-mode source tarball."""
+"""Inputs of a training container: data channels and the script-mode source tarball.
+
+A channel with ``S3DataDistributionType=ShardedByS3Key`` in a job of N hosts gives each host
+about 1/N of its objects, as SageMaker does; murphy's assignment is deterministic (see
+:class:`HostShard`): the channel's keys (the objects under an ``S3Prefix``, or a
+``ManifestFile``'s entries), relative to the channel and sorted by code point (S3's own listing
+order), go round-robin over the hosts in ``resourceconfig.json``'s order: the key at 0-based
+position ``i`` is ``algo-<i mod N + 1>``'s. With fewer keys than hosts the last hosts get none
+and still run (SageMaker warns against it in its docs and does not refuse it).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +16,8 @@ import json
 import os
 import shutil
 import tarfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -15,6 +25,8 @@ from murphy.exceptions import ObjectNotFound
 from murphy.storage import ObjectStore, open_store
 
 _CHUNK = 8 << 20
+FULLY_REPLICATED = "FullyReplicated"
+SHARDED = "ShardedByS3Key"
 
 
 class InputError(Exception):
@@ -23,6 +35,41 @@ class InputError(Exception):
 
 class Interrupted(Exception):
     """A stop signal arrived while inputs were being fetched."""
+
+
+@dataclass(frozen=True)
+class HostShard:
+    """This host's place in the job's cluster, which picks its part of a sharded channel."""
+
+    current_host: str
+    hosts: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.current_host not in self.hosts:
+            raise InputError(f"current host {self.current_host!r} is not one of the job's hosts {list(self.hosts)}")
+
+    @property
+    def index(self) -> int:
+        return self.hosts.index(self.current_host)
+
+    def select(self, keys: Iterable[str]) -> list[str]:
+        """This host's keys of a channel made of ``keys``: the sorted distinct keys at positions
+        ``index``, ``index + N``, ... (so every key is on exactly one host, and the hosts' shares
+        differ by at most one key)."""
+        return sorted(set(keys))[self.index::len(self.hosts)]
+
+    def describe(self) -> str:
+        return f"{SHARDED}: {self.current_host}'s share, 1 in {len(self.hosts)}"
+
+
+def _shard_of(channel: Mapping[str, Any], host: HostShard | None) -> HostShard | None:
+    """The shard a channel is downloaded with (None: every object)."""
+    distribution = channel.get("distribution") or FULLY_REPLICATED
+    if distribution == FULLY_REPLICATED:
+        return None
+    if distribution != SHARDED:
+        raise InputError(f"S3DataDistributionType {distribution} is not supported (use {FULLY_REPLICATED} or {SHARDED})")
+    return host if host is not None and len(host.hosts) > 1 else None  # one host: all of it
 
 
 def _split(uri: str) -> tuple[str, str]:
@@ -46,33 +93,42 @@ def _copy(store: ObjectStore, key: str, dest: str) -> int:
             chunk = store.get(key, size, _CHUNK)
 
 
-def download_prefix(uri: str, dest_dir: str, should_stop: Callable[[], bool] = lambda: False) -> int:
-    """Every object under ``uri`` into ``dest_dir`` (relative paths kept), or the single object
-    ``uri`` names; returns how many. Raises :class:`InputError` when there is nothing there."""
+def _safe(key: str) -> bool:
+    """Not an S3 "directory" marker, nor a key that would escape the channel's directory."""
+    return not key.endswith("/") and not any(p in ("", ".", "..") for p in key.split("/"))
+
+
+def download_prefix(uri: str, dest_dir: str, should_stop: Callable[[], bool] = lambda: False,
+                    shard: HostShard | None = None) -> int:
+    """Every object under ``uri`` (``shard``: this host's share of them) into ``dest_dir``
+    (relative paths kept), or the single object ``uri`` names; returns how many. Raises
+    :class:`InputError` when there is nothing there."""
     store = open_store(uri)
-    count = 0
-    for key in store.list(""):
-        if should_stop():
-            raise Interrupted
-        parts = key.split("/")
-        if key.endswith("/") or any(p in ("", ".", "..") for p in parts):
-            continue  # S3 "directory" markers and keys that would escape dest_dir
-        _copy(store, key, os.path.join(dest_dir, *parts))
-        count += 1
-    if count:
-        return count
+    keys = [k for k in store.list("") if _safe(k)]
+    if keys:
+        mine = shard.select(keys) if shard is not None else keys
+        for key in mine:
+            if should_stop():
+                raise Interrupted
+            _copy(store, key, os.path.join(dest_dir, *key.split("/")))
+        return len(mine)
     parent, name = _split(uri)
     parent_store = open_store(parent)
     try:
+        if shard is not None and not shard.select([name]):  # one object: algo-1's
+            if not parent_store.exists(name):
+                raise ObjectNotFound(name)
+            return 0
         _copy(parent_store, name, os.path.join(dest_dir, name))
     except ObjectNotFound:
         raise InputError(f"no objects at {uri}") from None
     return 1
 
 
-def download_manifest(uri: str, dest_dir: str, should_stop: Callable[[], bool] = lambda: False) -> int:
-    """A ``ManifestFile`` channel: ``[{"prefix": P}, "rel/key", ...]``; each ``P + key`` is
-    downloaded to ``dest_dir/rel/key``."""
+def download_manifest(uri: str, dest_dir: str, should_stop: Callable[[], bool] = lambda: False,
+                      shard: HostShard | None = None) -> int:
+    """A ``ManifestFile`` channel: ``[{"prefix": P}, "rel/key", ...]``; each ``P + key`` (with
+    ``shard``: of this host's share of the entries) is downloaded to ``dest_dir/rel/key``."""
     parent, name = _split(uri)
     try:
         doc = json.loads(open_store(parent).get(name))
@@ -84,27 +140,35 @@ def download_manifest(uri: str, dest_dir: str, should_stop: Callable[[], bool] =
         raise InputError(f'manifest {uri} must be a JSON list starting with {{"prefix": "s3://..."}}')
     prefix = doc[0]["prefix"]
     store = open_store(prefix)
-    for rel in doc[1:]:
-        if should_stop():
-            raise Interrupted
+    entries = doc[1:]
+    for rel in entries:  # every entry is checked, whichever host downloads it
         if not isinstance(rel, str) or any(p in ("", ".", "..") for p in rel.split("/")):
             raise InputError(f"manifest {uri}: bad entry {rel!r}")
+    if shard is not None:
+        entries = shard.select(entries)
+    for rel in entries:
+        if should_stop():
+            raise Interrupted
         try:
             _copy(store, rel, os.path.join(dest_dir, *rel.split("/")))
         except ObjectNotFound:
             raise InputError(f"manifest {uri}: {prefix.rstrip('/')}/{rel} does not exist") from None
-    return len(doc) - 1
+    return len(entries)
 
 
-def download_channel(channel: Mapping[str, Any], dest_dir: str, should_stop: Callable[[], bool] = lambda: False) -> int:
+def download_channel(channel: Mapping[str, Any], dest_dir: str, should_stop: Callable[[], bool] = lambda: False,
+                     host: HostShard | None = None) -> int:
+    """``channel`` (a ``murphy.json`` entry) into ``dest_dir``; ``host``: this container's place
+    in the job's cluster, which a ``ShardedByS3Key`` channel needs (none: one host)."""
     name, uri = channel["name"], channel["uri"]
     data_type = channel.get("data_type") or "S3Prefix"
     os.makedirs(dest_dir, exist_ok=True)
     try:
+        shard = _shard_of(channel, host)
         if data_type == "S3Prefix":
-            return download_prefix(uri, dest_dir, should_stop)
+            return download_prefix(uri, dest_dir, should_stop, shard)
         if data_type == "ManifestFile":
-            return download_manifest(uri, dest_dir, should_stop)
+            return download_manifest(uri, dest_dir, should_stop, shard)
     except InputError as e:
         raise InputError(f"channel {name!r}: {e}") from None
     raise InputError(f"channel {name!r}: S3DataType {data_type} is not supported by murphy's process runtime")

@@ -10,6 +10,7 @@ directory), ``Uploading`` (final mirror pass, ``training_job_end.ts``, ``model.t
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -35,6 +36,8 @@ from murphy.container.env import (
     write_json_atomic,
 )
 from murphy.container.inputs import (
+    SHARDED,
+    HostShard,
     InputError,
     Interrupted,
     download_channel,
@@ -89,10 +92,15 @@ class Toolkit:
             log(f"cannot write the stage file: {e}")
 
     def download(self) -> None:
-        for channel in self.config.get("channels", []):
+        channels = self.config.get("channels", [])
+        # Only a sharded channel needs to know the host (a one-host contract stays optional).
+        host = current_host(self.opt_ml) if any(c.get("distribution") == SHARDED for c in channels) else None
+        for channel in channels:
             dest = self.opt_ml.channel_dir(channel["name"])
-            n = download_channel(channel, dest, lambda: self.signum is not None)
-            log(f"channel {channel['name']}: {n} object(s) from {channel['uri']} -> {dest}")
+            n = download_channel(channel, dest, lambda: self.signum is not None, host)
+            sharded = host is not None and len(host.hosts) > 1 and channel.get("distribution") == SHARDED
+            share = f" ({host.describe()})" if host is not None and sharded else ""
+            log(f"channel {channel['name']}: {n} object(s){share} from {channel['uri']} -> {dest}")
 
     def argv(self) -> tuple[list[str], str]:
         """The program's argv and working directory."""
@@ -266,6 +274,20 @@ class Toolkit:
             except OSError as e:
                 log(f"cannot write {path}: {e}")
         return code if code else 1
+
+
+def current_host(opt_ml: OptMl) -> HostShard:
+    """This container's host and the job's hosts, from ``resourceconfig.json`` as SageMaker's
+    contract has them (``SM_CURRENT_HOST`` / ``SM_HOSTS`` where the file has none; a file-less
+    container is the one host ``algo-1``). The one place the toolkit learns which host it is."""
+    rc = read_json(opt_ml.config_file("resourceconfig.json"), {}) or {}
+    try:
+        env_hosts = json.loads(os.environ.get("SM_HOSTS") or "[]")
+    except ValueError:
+        raise InputError(f"SM_HOSTS is not a JSON list: {os.environ.get('SM_HOSTS')!r}") from None
+    hosts = rc.get("hosts") or env_hosts or ["algo-1"]
+    current = rc.get("current_host") or os.environ.get("SM_CURRENT_HOST") or hosts[0]
+    return HostShard(str(current), tuple(str(h) for h in hosts))
 
 
 def _spawn_group_leader(argv: list[str], cwd: str, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
