@@ -31,8 +31,9 @@ def seen(channel):
                 out[rel] = fh.read()
     return dict(sorted(out.items()))
 
-host = os.environ["SM_CURRENT_HOST"]
-report = {"host": host, **{c: seen(c) for c in ("train", "listed", "full")}}
+with open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "resourceconfig.json")) as f:
+    host = json.load(f)["current_host"]
+report = {"host": host, "env_host": os.environ["SM_CURRENT_HOST"], **{c: seen(c) for c in ("train", "listed", "full")}}
 print("SEEN " + json.dumps(report), flush=True)
 with open(os.path.join(os.environ["SM_MODEL_DIR"], "seen-%s.json" % host), "w") as f:
     json.dump(report, f)
@@ -91,7 +92,7 @@ def test_two_hosts_get_disjoint_shards_and_the_replicated_channel_whole(
     for stream, text in logs.items():
         (report,) = reports(text)
         host = stream.split("/")[1].rsplit("-", 1)[0]
-        assert report["host"] == host
+        assert report["host"] == report["env_host"] == host
         by_host[host] = report
     assert sorted(by_host) == ["algo-1", "algo-2"], list(logs)
     one, two = by_host["algo-1"], by_host["algo-2"]
