@@ -2,8 +2,8 @@
 against a real ``murphy server`` with SeaweedFS behind it, a 2-host job on the process and Docker
 runtimes. Each host's script reports the files it sees in its channels (its log stream, and
 ``algo-1``'s model.tar.gz): the sharded prefix and the sharded manifest are split into disjoint
-shares that together cover the channel, sorted keys round-robin over ``algo-1``, ``algo-2``; the
-fully replicated channel is whole on both."""
+shares that together cover the channel, sorted keys round-robin over ``algo-1``, ``algo-2``; a
+sharded URI naming one object is ``algo-1``'s alone; the fully replicated channel is whole on both."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def seen(channel):
 
 with open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "resourceconfig.json")) as f:
     host = json.load(f)["current_host"]
-report = {"host": host, "env_host": os.environ["SM_CURRENT_HOST"], **{c: seen(c) for c in ("train", "listed", "full")}}
+report = {"host": host, "env_host": os.environ["SM_CURRENT_HOST"], **{c: seen(c) for c in json.loads(os.environ["SM_CHANNELS"])}}
 print("SEEN " + json.dumps(report), flush=True)
 with open(os.path.join(os.environ["SM_MODEL_DIR"], "seen-%s.json" % host), "w") as f:
     json.dump(report, f)
@@ -68,6 +68,7 @@ def test_two_hosts_get_disjoint_shards_and_the_replicated_channel_whole(
     put_object(server, f"input/{name}/listed.manifest", json.dumps(manifest).encode())
     for key in FULL:
         put_object(server, f"input/{name}/full/{key}", f"full:{key}".encode())
+    put_object(server, f"input/{name}/one/only.csv", b"single:only.csv")
 
     body = job_request(name, bucket, {"sagemaker_program": '"train.py"',
                                       "sagemaker_submit_directory": f'"s3://{bucket}/src/seen.tar.gz"'})
@@ -77,6 +78,7 @@ def test_two_hosts_get_disjoint_shards_and_the_replicated_channel_whole(
         channel("train", f"s3://{bucket}/input/{name}/train", "ShardedByS3Key"),
         channel("listed", f"s3://{bucket}/input/{name}/listed.manifest", "ShardedByS3Key", "ManifestFile"),
         channel("full", f"s3://{bucket}/input/{name}/full", "FullyReplicated"),
+        channel("single", f"s3://{bucket}/input/{name}/one/only.csv", "ShardedByS3Key"),
     ]
     body.pop("DebugRuleConfigurations")
     body.pop("DebugHookConfig")
@@ -85,7 +87,7 @@ def test_two_hosts_get_disjoint_shards_and_the_replicated_channel_whole(
     job, _ = watch(client, name, timeout=240)
     assert job["TrainingJobStatus"] == "Completed", (job.get("FailureReason"), server.log()[-4000:])
     assert [c["DataSource"]["S3DataSource"]["S3DataDistributionType"] for c in job["InputDataConfig"]] == [
-        "ShardedByS3Key", "ShardedByS3Key", "FullyReplicated"]
+        "ShardedByS3Key", "ShardedByS3Key", "FullyReplicated", "ShardedByS3Key"]
 
     by_host: dict[str, dict[str, Any]] = {}
     logs = host_logs(server, name)
@@ -104,6 +106,8 @@ def test_two_hosts_get_disjoint_shards_and_the_replicated_channel_whole(
     # Sharded manifest: its entries (sorted), never the prefix's other objects.
     assert (list(one["listed"]), list(two["listed"])) == (["l1.csv", "l3.csv"], ["l2.csv"])
     assert {**one["listed"], **two["listed"]} == {k: f"listed:{k}" for k in LISTED}
+    # A URI naming one object: one key, algo-1's; algo-2 has an empty channel and still runs.
+    assert (one["single"], two["single"]) == ({"only.csv": "single:only.csv"}, {})
     # Fully replicated: whole on both hosts.
     assert one["full"] == two["full"] == {k: f"full:{k}" for k in FULL}
     # The toolkit says what each host got.
