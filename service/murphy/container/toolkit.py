@@ -99,7 +99,7 @@ class Toolkit:
             dest = self.opt_ml.channel_dir(channel["name"])
             n = download_channel(channel, dest, lambda: self.signum is not None, host)
             sharded = host is not None and len(host.hosts) > 1 and channel.get("distribution") == SHARDED
-            share = f" ({host.describe()})" if host is not None and sharded else ""
+            share = f" ({host.describe()})" if sharded and host is not None else ""
             log(f"channel {channel['name']}: {n} object(s){share} from {channel['uri']} -> {dest}")
 
     def argv(self) -> tuple[list[str], str]:
