@@ -10,6 +10,7 @@ on request, puts a NaN in rank ``--nan-rank``'s input at step ``--nan-step`` or 
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 
@@ -31,10 +32,11 @@ rank, world = dist.get_rank(), dist.get_world_size()
 config_dir = os.environ["SM_INPUT_CONFIG_DIR"]
 with open(os.path.join(config_dir, "resourceconfig.json")) as f:
     resource_config = json.load(f)
-names = ("SM_HOSTS", "SM_CURRENT_HOST", "SM_NUM_CPUS", "SM_NUM_GPUS", "SM_RESOURCE_CONFIG", "RANK",
-         "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+names = ("SM_HOSTS", "SM_CURRENT_HOST", "SM_NUM_CPUS", "SM_NUM_GPUS", "SM_RESOURCE_CONFIG", "SM_TRAINING_ENV",
+         "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 print("CONTRACT " + json.dumps({"rank": rank, "world": world, "resourceconfig": resource_config,
-                                "env": {k: os.environ.get(k) for k in names}}), flush=True)
+                                "hostname": socket.gethostname(), "env": {k: os.environ.get(k) for k in names}}),
+      flush=True)
 
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 1)

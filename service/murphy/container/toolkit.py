@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
-from murphy.container import distributed
+from murphy.container import distributed, hostenv
 from murphy.container.env import (
     END_MARKER,
     MURPHY_CONFIG,
@@ -195,6 +195,23 @@ class Toolkit:
         except Exception as e:  # TensorBoard files are a convenience: the job's outcome stands
             log(f"cannot upload TensorBoard files to {self.config.get('tensorboard_uri')}: {type(e).__name__}: {e}")
 
+    def this_host(self) -> None:
+        """Which host this container is, and its own ``SM_*`` values for the program (one pod
+        template for every host on Kubernetes: :mod:`murphy.container.hostenv`)."""
+        cluster = self.config.get("cluster")
+        cluster = cluster if isinstance(cluster, dict) else None
+        rc = read_json(self.opt_ml.config_file("resourceconfig.json"), {}) or {}
+        try:
+            host = hostenv.current_host(cluster, rc, os.environ)
+        except hostenv.HostError as e:
+            raise ToolkitError(str(e)) from e
+        if host is None:
+            return
+        changed = hostenv.host_environment(os.environ, host, rc)
+        if changed:
+            log(f"this host is {host}: {', '.join(sorted(changed))} set for it")
+            self.program_env.update(changed)
+
     # ---- the whole run ---------------------------------------------------------------------
 
     def run(self) -> int:
@@ -207,6 +224,7 @@ class Toolkit:
         code = 1
         ran = False
         try:
+            self.this_host()
             mirror = self._mirror()
             self.stage("Downloading")
             self.download()

@@ -1,14 +1,22 @@
 """SageMaker's host contract for a multi-instance job on Kubernetes (pure functions).
 
 The N hosts ``algo-1`` .. ``algo-N`` are the pods of one Indexed Job: completion index ``i`` is
-host ``algo-<i+1>``. Every pod is made from one template, so the config files in the anchor are
-written for ``algo-1`` and name every host (``resourceconfig.json``'s ``hosts``, ``murphy.json``'s
-``cluster``); ``murphy-init`` then makes them this pod's (``current_host``, and which host uploads
-the model) from ``JOB_COMPLETION_INDEX``, before the training container starts.
+host ``algo-<i+1>``. Every pod is made from one template, environment included, so the config
+files in the anchor and the environment are written for ``algo-1`` and name every host
+(``resourceconfig.json``'s ``hosts``, ``murphy.json``'s ``cluster``, ``SM_HOSTS``). What the Job
+controller gives each pod is its index (``JOB_COMPLETION_INDEX``, the
+``batch.kubernetes.io/job-completion-index`` annotation and label, the hostname ``<job>-<i>``):
+``murphy-init`` makes the files this pod's (``current_host``, and which host uploads the model)
+from it before the training container starts, and the toolkit in the training container
+(:mod:`murphy.container.hostenv`, told by ``cluster.host_index_env``) derives the host from it
+too and rewrites ``SM_CURRENT_HOST``, ``SM_RESOURCE_CONFIG`` and ``SM_TRAINING_ENV`` for the
+program.
 
 Host names do not resolve on a cluster (``algo-1`` is no pod's DNS name); the pods do, as
-``<job>-<i>.<job>`` through the headless Service, so ``cluster.addresses`` maps each host to that
-name and ``cluster.master_addr`` / ``MASTER_ADDR`` is ``algo-1``'s, with SageMaker's master port.
+``<job>-<i>.<job>`` through the headless Service (the pod's ``subdomain``, and the hostname the
+Job controller sets), so ``cluster.addresses`` maps each host to that name and
+``cluster.master_addr`` / ``MASTER_ADDR`` is ``algo-1``'s, with SageMaker's master port: the
+toolkit's ``torchrun`` rendezvous at it, and gloo/NCCL bind to the pod's own hostname.
 """
 
 from __future__ import annotations
@@ -63,8 +71,9 @@ def pod_dns(rid: str, plan: TrainingPlan, index: int) -> str:
 def cluster_doc(rid: str, plan: TrainingPlan) -> dict[str, object]:
     hosts = host_names(host_count(plan))
     addresses = {h: pod_dns(rid, plan, i) for i, h in enumerate(hosts)}
+    # host_index_env: the toolkit takes this pod's host from its completion index (one template).
     return {"hosts": hosts, "current_host": hosts[0], "addresses": addresses, "master_addr": addresses[hosts[0]],
-            "master_port": MASTER_PORT}
+            "master_port": MASTER_PORT, "host_index_env": INDEX_ENV}
 
 
 def cluster_files(files: Mapping[str, str], rid: str, plan: TrainingPlan) -> dict[str, str]:
@@ -90,14 +99,12 @@ def cluster_files(files: Mapping[str, str], rid: str, plan: TrainingPlan) -> dic
 
 
 def cluster_env(env: Mapping[str, str], rid: str, plan: TrainingPlan) -> dict[str, str]:
-    """The training container's environment with every host in ``SM_HOSTS`` and torch's
-    ``env://`` rendezvous at ``algo-1``'s pod."""
+    """The training container's environment with torch's ``env://`` rendezvous at ``algo-1``'s pod."""
     out = dict(env)
     n = host_count(plan)
     if n == 1:
         return out
-    doc = cluster_doc(rid, plan)
-    out["SM_HOSTS"] = json.dumps(doc["hosts"])
+    doc = cluster_doc(rid, plan)  # SM_HOSTS is the layout's: the plan names every host
     out["MASTER_ADDR"] = str(doc["master_addr"])
     out["MASTER_PORT"] = str(MASTER_PORT)
     return out
@@ -120,9 +127,14 @@ def plan_host(plan: TrainingPlan) -> int | None:
 
 
 def first_host_plan(plan: TrainingPlan) -> TrainingPlan:
-    """``plan`` as algo-1's (the Job, its spec hash and its files are the same for every host)."""
+    """``plan`` as algo-1's with every host named: the one plan the Job, its spec hash and its
+    files are made from, whichever host's plan (or the one plan ``murphy kubernetes render``
+    gets, which names no hosts) it starts from."""
     changes: dict[str, Any] = {}
-    hosts = getattr(plan, "hosts", None)
+    n = host_count(plan)
+    hosts = tuple(host_names(n)) if n > 1 else tuple(getattr(plan, "hosts", None) or ())
+    if n > 1 and tuple(getattr(plan, "hosts", None) or ()) != hosts:
+        changes["hosts"] = hosts
     if hosts and getattr(plan, "current_host", None) != hosts[0]:
         changes["current_host"] = hosts[0]
     first = getattr(plan, "first_host_container", "")

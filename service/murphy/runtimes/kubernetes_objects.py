@@ -278,6 +278,7 @@ def job_objects(training: TrainingPlan, rules: Sequence[RulePlan], opts: Kuberne
     """Every object of one training job, in creation order (anchor first), each with its
     spec-hash annotation and without ownerReferences (the anchor's uid exists once it is created)."""
     check_options(opts)
+    training = kh.first_host_plan(training)  # what the runtime's launch makes the Job from
     res = pod_resources(training.instance_type, opts.profiles)
     files, env = training_files(training, opts, res)
     objs = [config_map(training, files, opts), secret(training, credentials or {}, opts)]

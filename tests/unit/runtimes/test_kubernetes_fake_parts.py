@@ -4,6 +4,7 @@ controller's index compression, admission messages and the store's deletion sema
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,31 @@ def test_watch_history_resumes_by_version_and_expires() -> None:
     assert e.value.code == 410 and e.value.reason == "Expired"
     recent = store.resource_version - 3
     assert [c.obj["metadata"]["name"] for c in store.changes_since(recent, "configmaps")] == ["c37", "c38", "c39"]
+
+
+def test_indexed_pods_are_made_as_the_real_job_controller_makes_them(tmp_path: Path) -> None:
+    from murphy.runtimes.kubernetes_fake import FakeCluster
+
+    cluster = FakeCluster(str(tmp_path / "fake"))
+    name = "j" * 63
+    own = {"name": "JOB_COMPLETION_INDEX", "value": "mine"}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+           "spec": {"completions": 2, "parallelism": 2, "completionMode": "Indexed", "template": {"spec": {
+               "restartPolicy": "Never", "hostname": "ignored",
+               "initContainers": [{"name": "init", "image": "busybox", "env": [own]}],
+               "containers": [{"name": "main", "image": "busybox", "env": [{"name": "A", "value": "1"}]}]}}}}
+    cluster.store.create(BY_KEY["jobs"], "default", job)
+    cluster.jobs.sync_all()
+    pods = sorted(cluster.store.iter_all("pods"), key=lambda p: p["metadata"]["annotations"][jobs.INDEX_KEY])
+    assert len(pods) == 2
+    for i, pod in enumerate(pods):
+        meta, spec = pod["metadata"], pod["spec"]
+        assert meta["annotations"][jobs.INDEX_KEY] == meta["labels"][jobs.INDEX_KEY] == str(i)
+        assert spec["hostname"] == f"{name}-{i}"  # the controller's, whatever the template says
+        # The generated prefix is cut to 58 characters, the index kept.
+        assert meta["generateName"] == name[:55] + f"-{i}-" and meta["name"].startswith(meta["generateName"])
+        assert spec["initContainers"][0]["env"] == [own]  # defined already: left alone
+        assert spec["containers"][0]["env"] == [
+            {"name": "A", "value": "1"},
+            {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                "apiVersion": "v1", "fieldPath": f"metadata.labels['{jobs.INDEX_KEY}']"}}}]

@@ -2,7 +2,8 @@
 
 NonIndexed and Indexed completion modes (``completions``, ``parallelism``; an Indexed pod gets
 the ``batch.kubernetes.io/job-completion-index`` annotation and label, ``JOB_COMPLETION_INDEX``
-from it through the downward API, and the hostname ``<job>-<index>``), ``backoffLimit``,
+from the label through the downward API in every container that does not define it, and the
+hostname ``<job>-<index>``), ``backoffLimit``,
 ``activeDeadlineSeconds``, ``podFailurePolicy`` (FailJob, Ignore, Count on exit codes and pod
 conditions), ``podReplacementPolicy`` (``Failed``: no replacement while the old pod terminates),
 ``suspend``; ``status`` with active/ready/terminating/succeeded/failed, ``completedIndexes``,
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 _TERMINAL = ("Succeeded", "Failed")
 #: The finalizer the Job controller puts on its pods, so that it counts each one before it goes.
 TRACKING = "batch.kubernetes.io/job-tracking"
+INDEX_ENV = "JOB_COMPLETION_INDEX"
+#: A generateName prefix is cut to this many characters (names.MaxGeneratedNameLength: 63 - 5).
+MAX_GENERATED_NAME = 58
 
 
 def finished(pod: Obj) -> str | None:
@@ -265,15 +269,24 @@ class JobController:
         labels, annotations = dict(tmeta.get("labels") or {}), dict(tmeta.get("annotations") or {})
         spec = dict(template.get("spec") or {})
         name = meta["name"]
+        generate = f"{name}-"
         if index is not None:
+            # As the real controller does (pkg/controller/job): the index as an annotation and
+            # (PodIndexLabel, on since 1.28) a label, the hostname <job>-<index> (whatever the
+            # template says), and JOB_COMPLETION_INDEX appended to every container's env unless
+            # the container defines it already, from the label.
             labels[INDEX_KEY] = annotations[INDEX_KEY] = str(index)
             spec["hostname"] = f"{name}-{index}"
-            env_var = {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
-                "apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX_KEY}']"}}}
+            env_var = {"name": INDEX_ENV, "valueFrom": {"fieldRef": {
+                "apiVersion": "v1", "fieldPath": f"metadata.labels['{INDEX_KEY}']"}}}
             for key in ("initContainers", "containers"):
                 if key in spec:
-                    spec[key] = [{**c, "env": [env_var, *(c.get("env") or [])]} for c in spec[key]]
-        pod = {"metadata": {"generateName": f"{name}-{index}-" if index is not None else f"{name}-", "labels": labels,
+                    spec[key] = [c if any(e.get("name") == INDEX_ENV for e in c.get("env") or [])
+                                 else {**c, "env": [*(c.get("env") or []), env_var]} for c in spec[key]]
+            generate = f"{name}-{index}-"
+            if len(generate) > MAX_GENERATED_NAME:
+                generate = generate[:MAX_GENERATED_NAME - len(f"-{index}-")] + f"-{index}-"
+        pod = {"metadata": {"generateName": generate, "labels": labels,
                             "annotations": annotations, "finalizers": [TRACKING],
                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": meta["uid"],
                                                  "controller": True, "blockOwnerDeletion": True}]},
