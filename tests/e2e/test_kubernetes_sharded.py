@@ -52,6 +52,8 @@ def test_each_pod_downloads_its_hosts_share(make_server: Any, monkeypatch: pytes
     one, two = by_host["algo-1"], by_host["algo-2"]
     # The pod's host as its resourceconfig.json names it (what the toolkit shards by).
     assert (one["host"], two["host"]) == ("algo-1", "algo-2")
+    # And the pod's environment agrees (each pod fixes SM_CURRENT_HOST from its completion index).
+    assert (one["env_host"], two["env_host"]) == ("algo-1", "algo-2")
     assert (list(one["train"]), list(two["train"])) == (["a.csv", "c.csv", "sub/deeper/e.csv"], ["b.csv", "sub/d.csv"])
     assert (list(one["listed"]), two["listed"]) == (["only.csv"], {})
     assert one["full"] == two["full"] == {k: f"full:{k}" for k in FULL}
