@@ -50,7 +50,11 @@ class PodKeys:
         name = kn.pod_secret_name(self.opts.runtime_id, plan)
         existing = self.api.get("Secret", name)
         if existing is not None and not existing["metadata"].get("deletionTimestamp"):
-            return key_id_of(existing)
+            if self.credentials is None or key_id_of(existing) is not None:
+                return key_id_of(existing)
+            # Made by a murphy before per-job keys (the service's credentials): never adopted.
+            log.warning("kubernetes: replacing Secret %s, which holds no key issued for its pods", name)
+            self.api.delete("Secret", name, propagation="Background")
         uid = str(anchor["metadata"]["uid"])
         if self.credentials is None:
             return key_id_of(ensure(ko.owned_by(kn.with_spec_hash(ko.secret(plan, {}, self.opts)), anchor, uid)))

@@ -156,3 +156,14 @@ def test_the_gateway_sees_the_pods_keys_and_refuses_revoked_ones(tmp_path: Path)
     assert gw.keys.resolve(key_id) is not None
     rt.remove(h)
     assert gw.keys.resolve(key_id) is None
+
+
+def test_a_secret_left_by_a_murphy_before_per_job_keys_is_replaced_not_adopted(tmp_path: Path) -> None:
+    api = FakeKubeApi()
+    KubernetesRuntime(tmp_path / "old", api, OPTS).launch(training())  # its Secret: no issued key
+    name = kn.secret_name("rid", training())
+    api.objects[("Secret", name)]["data"].update(AWS_ACCESS_KEY_ID=SERVICE_KEY, AWS_SECRET_ACCESS_KEY=SERVICE_SECRET)
+    h = runtime(tmp_path, api, Clock()).launch(training())
+    data = secret_data(api, name)
+    assert data["AWS_ACCESS_KEY_ID"] == h.data["s3_access_key_id"] and data["AWS_ACCESS_KEY_ID"].startswith("ASIA")
+    assert SERVICE_SECRET not in data.values()
