@@ -47,7 +47,14 @@ class Settings(BaseSettings):
     kubernetes_api_server: str | None = None
     #: Instance profiles (node selectors, tolerations, resources by instance type), a JSON file.
     kubernetes_profiles: Path | None = None
-    #: The S3 endpoint as pods see it; default ``s3_endpoint_url``.
+    #: Pods reach S3 only through murphy's S3 gateway (docs/security.md): its URL as pods see it.
+    #: Default: in a cluster, murphy's own Service (``http://murphy.<namespace>.svc:8081``); outside
+    #: one, the loopback listener (pods on this machine: murphy's fake cluster).
+    kubernetes_s3_gateway_url: str | None = None
+    #: ``host:port`` murphy serves that gateway on. Default: ``0.0.0.0`` and the URL's port (8081)
+    #: in a cluster or when the URL is set, else ``127.0.0.1`` on a port kept across restarts.
+    kubernetes_s3_gateway_listen: str | None = None
+    #: Gone (pods never reach S3 directly): refused with a message naming the gateway's settings.
     kubernetes_s3_endpoint_url: str | None = None
     kubernetes_utility_image: str = "murphy/python:latest"
     kubernetes_image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"

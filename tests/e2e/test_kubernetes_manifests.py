@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from murphy.runtimes import kubernetes_names as kn
-from murphy.runtimes.kubernetes_objects import MIN_KUBERNETES
+from murphy.runtimes.kubernetes_objects import DEFAULT_S3_ENDPOINT, MIN_KUBERNETES, PLACEHOLDER
 
 REPO = Path(__file__).resolve().parents[2]
 MURPHY = str(Path(sys.executable).parent / "murphy")
@@ -76,7 +76,7 @@ def test_render_prints_valid_manifests(request_file: Path, tmp_path: Path, valid
     hosts = request["ResourceConfig"]["InstanceCount"]
     kinds = [o["kind"] for o in objs]
     assert kinds == ["ConfigMap", "Secret", *(["Service"] if hosts > 1 else []), "Job",
-                     *["Job"] * len(request.get("DebugRuleConfigurations", []))]
+                     *["Secret", "Job"] * len(request.get("DebugRuleConfigurations", []))]
     for o in objs:
         assert o["metadata"]["namespace"] == "team-ml"
         assert o["metadata"]["annotations"][kn.JOB_NAME] == request["TrainingJobName"]
@@ -107,14 +107,51 @@ def test_render_defaults_and_options(tmp_path: Path) -> None:
 
 def test_credentials_reach_stdout_only_when_asked() -> None:
     env = {"AWS_ACCESS_KEY_ID": "AKIDRENDER", "AWS_SECRET_ACCESS_KEY": SECRET}
-    proc = render("--request", str(REQUESTS[0]), env=env)
+    with_rules = next(r for r in REQUESTS if json.loads(r.read_text()).get("DebugRuleConfigurations"))
+    proc = render("--request", str(with_rules), env=env)
     assert proc.returncode == 0 and SECRET not in proc.stdout and SECRET not in proc.stderr
-    assert "--credentials-from-env" in proc.stderr
-    proc = render("--request", str(REQUESTS[0]), "--credentials-from-env", env=env)
+    assert "AKIDRENDER" not in proc.stdout and "--credentials-from-env" in proc.stderr
     objs = list(yaml.safe_load_all(proc.stdout))
-    secret = next(o for o in objs if o["kind"] == "Secret")
-    assert secret["stringData"]["AWS_SECRET_ACCESS_KEY"] == SECRET
+    secrets = [o for o in objs if o["kind"] == "Secret"]
+    assert len(secrets) == 1 + len(json.loads(with_rules.read_text())["DebugRuleConfigurations"])
+    for secret in secrets:  # what the runtime creates, its values placeholders: a key per Secret at launch
+        assert {k: v for k, v in secret["stringData"].items() if k != "AWS_REGION"} == {
+            "AWS_ACCESS_KEY_ID": PLACEHOLDER, "AWS_SECRET_ACCESS_KEY": PLACEHOLDER, "AWS_SESSION_TOKEN": PLACEHOLDER}
+    refs = {c["envFrom"][0]["secretRef"]["name"] for o in objs if o["kind"] == "Job"
+            for c in o["spec"]["template"]["spec"]["containers"]}
+    assert refs == {o["metadata"]["name"] for o in secrets}  # each pod role reads its own
+    proc = render("--request", str(with_rules), "--credentials-from-env", env=env)
+    objs = list(yaml.safe_load_all(proc.stdout))
+    assert all(o["stringData"]["AWS_SECRET_ACCESS_KEY"] == SECRET for o in objs if o["kind"] == "Secret")
     assert all(SECRET not in json.dumps(o) for o in objs if o["kind"] != "Secret")
+
+
+def test_job_pods_reach_murphy_s_s3_gateway_only() -> None:
+    """The base's Service exposes the gateway port, the Deployment serves it and names it to the
+    runtime, and the NetworkPolicy lets job pods reach that port of murphy (and DNS), nothing else."""
+    base = REPO / "infra" / "kubernetes" / "base"
+    docs = [d for f in ("murphy.yaml", "networkpolicy.yaml", "config.yaml")
+            for d in yaml.safe_load_all((base / f).read_text()) if d]
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    svc_ports = {p["name"]: p for p in by[("Service", "murphy")]["spec"]["ports"]}
+    container = by[("Deployment", "murphy")]["spec"]["template"]["spec"]["containers"][0]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"api": 8080, "s3-gateway": 8081}
+    assert svc_ports["s3-gateway"]["port"] == 8081 and svc_ports["s3-gateway"]["targetPort"] == "s3-gateway"
+    url = by[("ConfigMap", "murphy-config")]["data"]["MURPHY_KUBERNETES_S3_GATEWAY_URL"]
+    assert url == f"http://murphy.murphy.svc.cluster.local:{svc_ports['s3-gateway']['port']}" == DEFAULT_S3_ENDPOINT
+    egress = by[("NetworkPolicy", "murphy-workloads")]["spec"]["egress"]
+    to_murphy = [r for r in egress if any((t.get("namespaceSelector") or {}).get("matchLabels", {}).get(
+        "kubernetes.io/metadata.name") == "murphy" for t in r.get("to", []))]
+    assert len(to_murphy) == 1  # murphy's own pods, on the gateway's port only: not its API, not S3
+    assert to_murphy[0]["to"][0]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "murphy"}
+    assert to_murphy[0]["ports"] == [{"protocol": "TCP", "port": 8081}]
+    ports = {p.get("port") for r in egress for p in r.get("ports", [])}
+    assert ports == {8081, 53} and all("ipBlock" not in t for r in egress for t in r.get("to", []))
+    # The pods' endpoint, as render prints it, is that gateway.
+    objs = list(yaml.safe_load_all(render("--request", str(REQUESTS[0])).stdout))
+    for job in (o for o in objs if o["kind"] == "Job"):
+        env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["AWS_ENDPOINT_URL_S3"] == env["MURPHY_S3_ENDPOINT_URL"] == url
 
 
 @pytest.mark.parametrize(("body", "message"), [

@@ -5,9 +5,10 @@ cluster needs (docs/kubernetes.md, "Running the real-cluster tests"):
 
 - murphy's images under their local tags, pullable or preloaded (``make images-cpu``, then e.g.
   ``kind load docker-image murphy/linear-regression-demo:latest murphy/rule-evaluator:latest``);
-- an S3 endpoint both this machine and the pods reach: ``MURPHY_K8S_E2E_S3_ENDPOINT`` (and, if
-  the pods see it under another address, ``MURPHY_K8S_E2E_PODS_S3_ENDPOINT``), with the usual
-  ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, and a bucket ``MURPHY_K8S_E2E_BUCKET``.
+- an S3 endpoint this machine reaches: ``MURPHY_K8S_E2E_S3_ENDPOINT``, with the usual
+  ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, and a bucket ``MURPHY_K8S_E2E_BUCKET``; the
+  pods reach S3 only through murphy's S3 gateway, served here on 0.0.0.0 at the port of
+  ``MURPHY_K8S_E2E_PODS_GATEWAY_URL``, this machine's address as the pods reach it.
 
 Each test runs in a throwaway namespace, created here and deleted (with everything in it) at the
 end. The same paths run in CI against murphy's fake API server (test_kubernetes_runtime_e2e.py).
@@ -32,7 +33,8 @@ EXPLODING = {"lr": "100", "scale": "100000000000", "steps": "3000", "debug_frequ
 def _why_not() -> str | None:
     if os.environ.get("MURPHY_K8S_E2E") != "1":
         return "real-cluster tests run only with MURPHY_K8S_E2E=1 and a reachable KUBECONFIG context"
-    missing = [k for k in ("MURPHY_K8S_E2E_S3_ENDPOINT", "MURPHY_K8S_E2E_BUCKET") if not os.environ.get(k)]
+    missing = [k for k in ("MURPHY_K8S_E2E_S3_ENDPOINT", "MURPHY_K8S_E2E_BUCKET", "MURPHY_K8S_E2E_PODS_GATEWAY_URL")
+               if not os.environ.get(k)]
     if missing:
         return f"MURPHY_K8S_E2E=1 but {', '.join(missing)} not set"
     try:
@@ -71,7 +73,7 @@ def test_the_seed_job_is_stopped_on_a_real_cluster(make_server: Any, namespace: 
     bucket = os.environ["MURPHY_K8S_E2E_BUCKET"]
     server = make_server("--runtime", "kubernetes", "--kubernetes-namespace", namespace,
                          "--object-store", "s3", "--s3-endpoint-url", endpoint,
-                         "--pods-s3-endpoint-url", os.environ.get("MURPHY_K8S_E2E_PODS_S3_ENDPOINT", endpoint))
+                         "--pods-s3-gateway-url", os.environ["MURPHY_K8S_E2E_PODS_GATEWAY_URL"])
     client = server.client()
     name = f"seed-{namespace[-8:]}"
     client.create_training_job(

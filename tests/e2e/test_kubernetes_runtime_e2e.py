@@ -123,6 +123,12 @@ def test_a_finding_deletes_the_training_job_and_the_job_stops(make_server: Any, 
     assert len(messages) == len(set(messages)) or sorted(messages) == sorted(set(messages)), "duplicated lines"
 
 
+def job_keys_of(data_dir: Path) -> list[str]:
+    from test_kubernetes_s3_isolation import job_keys
+
+    return job_keys(data_dir)
+
+
 SLOW_SCRIPT = """
 import time, sys
 for i in range(int(sys.argv[sys.argv.index('--ticks') + 1])):
@@ -152,6 +158,7 @@ def test_murphy_restarted_mid_job_reattaches_without_duplicate_logs(make_server:
         assert time.monotonic() < deadline, server.log()[-2000:]
         time.sleep(0.2)
     uids = [j["metadata"]["uid"] for j in murphy_jobs(cluster)]
+    issued = job_keys_of(server.data_dir)
     server.kill()
     time.sleep(1.0)  # the pod goes on printing while murphy is down
     restarted = start(make_server, monkeypatch, request, cluster, data_dir=server.data_dir)
@@ -162,10 +169,16 @@ def test_murphy_restarted_mid_job_reattaches_without_duplicate_logs(make_server:
         time.sleep(1.5)
         cluster.kubelet.rotate_logs()
     job = watch(client, "k8s-restart")
-    assert job["TrainingJobStatus"] == "Completed", restarted.log()[-3000:]
+    assert job["TrainingJobStatus"] == "Completed", (job.get("FailureReason"), restarted.log()[-3000:])
     assert len(uids) == 1  # one Job, adopted by the restarted murphy, never re-created
     ticks = [m for m in log_messages(restarted, "k8s-restart") if m.startswith("tick ")]
     assert ticks == [f"tick {i}" for i in range(60)], ticks
+    # The pod's S3 key, issued by the first murphy, was revoked by the restarted one.
+    assert issued == ["k8s-restart-training"]
+    deadline = time.monotonic() + 30
+    while "k8s-restart-training" in job_keys_of(restarted.data_dir):
+        assert time.monotonic() < deadline, job_keys_of(restarted.data_dir)
+        time.sleep(0.3)
 
 
 def test_an_image_that_cannot_be_pulled_fails_the_job(make_server: Any, monkeypatch: pytest.MonkeyPatch,

@@ -3,7 +3,9 @@ request, as YAML for ``kubectl apply -f -``, with nothing contacted.
 
 The request goes through the API's own operation (validation included) into an in-memory job
 store, and the job's plans through the builders the Kubernetes runtime uses
-(:mod:`murphy.runtimes.kubernetes_objects`), so what this prints is what would be created.
+(:mod:`murphy.runtimes.kubernetes_objects`), so what this prints is what would be created, with
+one difference: each Secret's key is a placeholder (the runtime issues a key per Secret at launch,
+murphy's S3 gateway honours only those), so no secret value reaches the output.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def render(args: argparse.Namespace) -> int:
             utility_image=args.utility_image or KubernetesOptions.utility_image,
             profiles=tuple(load_profiles(args.profiles)) if args.profiles else (),
             catalog=ImageCatalog.load(settings.image_catalog))
-        credentials = {k: os.environ[k] for k in CREDENTIAL_KEYS if k in os.environ} if args.credentials_from_env else {}
+        credentials = {k: os.environ[k] for k in CREDENTIAL_KEYS if k in os.environ} if args.credentials_from_env else None
         objects = job_objects(training, rules, opts, credentials)
     except ServiceError as e:
         print(f"{e.code}: {e.message}", file=sys.stderr)
@@ -66,8 +68,9 @@ def render(args: argparse.Namespace) -> int:
         print(f"murphy kubernetes render: {e}", file=sys.stderr)
         return 2
     if not args.credentials_from_env:
-        print("note: the Secret holds no S3 credentials (pass --credentials-from-env to copy AWS_ACCESS_KEY_ID "
-              "and AWS_SECRET_ACCESS_KEY from this environment)", file=sys.stderr)
+        print("note: the Secrets hold placeholders: murphy's runtime issues each its own S3 key at launch, valid only "
+              "through its S3 gateway (--credentials-from-env copies AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from "
+              "this environment instead, for manifests applied without murphy)", file=sys.stderr)
     sys.stdout.write(to_yaml(objects))
     return 0
 
@@ -94,12 +97,14 @@ def add_parser(sub: Any) -> None:
     r = ksub.add_parser("render", help="print, as YAML for `kubectl apply -f -`, the objects of a CreateTrainingJob request")
     r.add_argument("--request", required=True, help="a CreateTrainingJob request as JSON (the API's shape)")
     r.add_argument("--namespace", default="murphy-jobs", help="the jobs' namespace (default: murphy-jobs)")
-    r.add_argument("--s3-endpoint", help="the S3 endpoint as pods see it (default: the base manifests' SeaweedFS)")
+    r.add_argument("--s3-endpoint", help="the S3 endpoint as pods see it (default: murphy's S3 gateway behind the base "
+                                          "manifests' Service, http://murphy.murphy.svc.cluster.local:8081)")
     r.add_argument("--profiles", help="instance profiles, a JSON file (docs/kubernetes.md)")
     r.add_argument("--utility-image", help="image of the init container that lays out /opt/ml")
     r.add_argument("--runtime-id", default="murphy", help="which murphy installation owns the objects (a label)")
     r.add_argument("--account", default="", help="the account the job belongs to (default: the server's default)")
     r.add_argument("--region", default="", help="the region (default: the server's default)")
     r.add_argument("--credentials-from-env", action="store_true",
-                   help="put AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and session token, region) in the Secret")
+                   help="put AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and session token, region) of this environment "
+                        "in every Secret, for manifests applied without murphy (default: placeholders)")
     r.set_defaults(func=render)

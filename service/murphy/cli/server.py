@@ -29,7 +29,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
             "kubernetes_context": args.kube_context,
             "kubernetes_api_server": args.kubernetes_api_server,
             "kubernetes_profiles": args.instance_profiles,
-            "kubernetes_s3_endpoint_url": args.pods_s3_endpoint_url,
+            "kubernetes_s3_gateway_url": args.pods_s3_gateway_url,
+            "kubernetes_s3_gateway_listen": args.s3_gateway_listen,
             "auth": args.auth,
         }.items()
         if value is not None
@@ -191,7 +192,11 @@ def add_parser(sub: Any) -> None:
     k.add_argument("--kube-context", help="the kubeconfig context to use (default: its current context)")
     k.add_argument("--kubernetes-api-server", help="a bare API server URL without authentication (kubectl proxy)")
     k.add_argument("--instance-profiles", help="instance profiles, a JSON file (node selectors, tolerations, resources)")
-    k.add_argument("--pods-s3-endpoint-url", help="the S3 endpoint as pods see it (default --s3-endpoint-url)")
+    k.add_argument("--pods-s3-gateway-url",
+                   help="murphy's S3 gateway as pods reach it (default: in a cluster http://murphy.<namespace>.svc:8081, "
+                        "else the loopback listener)")
+    k.add_argument("--s3-gateway-listen", help="host:port to serve that gateway on (default: 0.0.0.0:<its port> in a "
+                                                "cluster or with --pods-s3-gateway-url, else loopback)")
     p.add_argument("--no-stop-on-finding", action="store_true",
                    help="AWS semantics: a rule finding stops the job only through a StopTraining action")
     p.add_argument("--auth", choices=["none", "sigv4"],

@@ -71,7 +71,7 @@ def make_runtime(settings: Settings, store: JobStore | None = None) -> Runtime:
         return DockerRuntime(settings.data_dir / "containers", ImageCatalog.load(settings.image_catalog), access,
                              options=options, docker_host=settings.docker_host, credentials=credentials)
     if settings.runtime == "kubernetes":
-        return kubernetes_runtime(settings)
+        return kubernetes_runtime(settings, credentials)
     from murphy.runtimes.process import ProcessRuntime
 
     return ProcessRuntime(
@@ -82,42 +82,48 @@ def make_runtime(settings: Settings, store: JobStore | None = None) -> Runtime:
     )
 
 
-def kubernetes_runtime(settings: Settings) -> Runtime:
-    """The Kubernetes runtime as ``settings`` configure it (docs/kubernetes.md)."""
-    import os
-
+def kubernetes_runtime(settings: Settings, credentials: JobCredentials | None) -> Runtime:
+    """The Kubernetes runtime as ``settings`` configure it (docs/kubernetes.md): its pods hold
+    only the keys ``credentials`` (the S3 gateway) issues and reach S3 only through it."""
     from murphy.exceptions import RuntimeBackendError
     from murphy.runtimes.base import runtime_id
     from murphy.runtimes.catalog import ImageCatalog
     from murphy.runtimes.kubernetes import KubernetesRuntime
+    from murphy.runtimes.kubernetes_gateway import serve
     from murphy.runtimes.kubernetes_lightkube import LightkubeApi, load_config
-    from murphy.runtimes.kubernetes_objects import CREDENTIAL_KEYS, KubernetesOptions
+    from murphy.runtimes.kubernetes_objects import KubernetesOptions
     from murphy.runtimes.kubernetes_resources import load_profiles
     from murphy.runtimes.kubernetes_status import Limits
 
-    endpoint = settings.kubernetes_s3_endpoint_url or settings.s3_endpoint_url
-    if settings.object_store != "s3" or not endpoint:
-        raise RuntimeBackendError("--runtime kubernetes needs an S3 endpoint the pods can reach: --object-store s3 "
-                                  "--s3-endpoint-url URL (and MURPHY_KUBERNETES_S3_ENDPOINT_URL when pods see it "
-                                  "under another address); local buckets are not visible from a cluster")
+    if settings.object_store != "s3" or not settings.s3_endpoint_url:
+        raise RuntimeBackendError("--runtime kubernetes needs an S3 endpoint: --object-store s3 --s3-endpoint-url URL "
+                                  "(pods reach it through murphy's S3 gateway, MURPHY_KUBERNETES_S3_GATEWAY_URL); "
+                                  "local buckets are not visible from a cluster")
+    if settings.kubernetes_s3_endpoint_url:
+        raise RuntimeBackendError("MURPHY_KUBERNETES_S3_ENDPOINT_URL is gone: pods reach S3 only through murphy's S3 "
+                                  "gateway, with keys issued per job; set MURPHY_KUBERNETES_S3_GATEWAY_URL "
+                                  "(--pods-s3-gateway-url) to the gateway as pods reach it (docs/kubernetes.md)")
+    if credentials is None:
+        raise RuntimeBackendError("--runtime kubernetes needs the job store (it issues each job's S3 keys)")
     root = settings.data_dir / "containers"
-    options = KubernetesOptions(
-        namespace=settings.kubernetes_namespace, runtime_id=settings.kubernetes_runtime_id or runtime_id(str(root)),
-        s3_endpoint_url=endpoint, service_account=settings.kubernetes_service_account,
-        utility_image=settings.kubernetes_utility_image, image_pull_policy=settings.kubernetes_image_pull_policy,
-        profiles=tuple(load_profiles(settings.kubernetes_profiles)) if settings.kubernetes_profiles else (),
-        catalog=ImageCatalog.load(settings.image_catalog), stop_grace_s=settings.kubernetes_stop_grace_s,
-        rule_grace_s=int(settings.rule_finish_timeout_s))
-    config = load_config(str(settings.kubernetes_kubeconfig) if settings.kubernetes_kubeconfig else None,
-                         settings.kubernetes_context, settings.kubernetes_api_server)
-    api = LightkubeApi(options.namespace, config)
-    # The pods' S3 credentials: the service's own (the Secret's values never reach a log).
-    credentials = {k: os.environ[k] for k in CREDENTIAL_KEYS if os.environ.get(k)}
     limits = Limits(image_pull_s=settings.kubernetes_image_pull_timeout_s,
                     scheduling_s=settings.kubernetes_scheduling_timeout_s)
-    return KubernetesRuntime(root, api, options, credentials=credentials, limits=limits,
-                             poll_interval_s=settings.kubernetes_poll_interval_s)
-
+    try:
+        endpoint = serve(credentials, root, settings.kubernetes_s3_gateway_url, settings.kubernetes_s3_gateway_listen)
+        options = KubernetesOptions(
+            namespace=settings.kubernetes_namespace, runtime_id=settings.kubernetes_runtime_id or runtime_id(str(root)),
+            s3_endpoint_url=endpoint, service_account=settings.kubernetes_service_account,
+            utility_image=settings.kubernetes_utility_image, image_pull_policy=settings.kubernetes_image_pull_policy,
+            profiles=tuple(load_profiles(settings.kubernetes_profiles)) if settings.kubernetes_profiles else (),
+            catalog=ImageCatalog.load(settings.image_catalog), stop_grace_s=settings.kubernetes_stop_grace_s,
+            rule_grace_s=int(settings.rule_finish_timeout_s))
+        config = load_config(str(settings.kubernetes_kubeconfig) if settings.kubernetes_kubeconfig else None,
+                             settings.kubernetes_context, settings.kubernetes_api_server)
+        return KubernetesRuntime(root, LightkubeApi(options.namespace, config), options, credentials=credentials,
+                                 limits=limits, poll_interval_s=settings.kubernetes_poll_interval_s)
+    except BaseException:  # the gateway's listener goes with the runtime that was not made
+        credentials.close()
+        raise
 
 @dataclass
 class ControlPlane:

@@ -4,7 +4,9 @@ Docker (docs/kubernetes.md).
 
 - ``launch(TrainingPlan)`` creates, in order, the anchor ConfigMap, the S3 Secret, the headless
   Service (more than one host) and the Indexed training Job, each but the anchor owned by it; a
-  ``launch(RulePlan)`` creates the rule's Job, owned by the same anchor. Objects come from the
+  ``launch(RulePlan)`` creates the rule's Secret and Job, owned by the same anchor. Each Secret
+  holds only a key murphy's S3 gateway issued for those pods, revoked on ``remove``
+  (:mod:`murphy.runtimes.kubernetes_keys`); the pods' S3 endpoint is the gateway. Objects come from the
   pure builders (:mod:`murphy.runtimes.kubernetes_objects`). A name that exists already is
   adopted when its ``murphy.io/spec-hash`` matches (a re-launch after a crash), refused otherwise.
 - ``status`` reads the Job and its pods (events only while nothing runs) and maps them with
@@ -41,18 +43,20 @@ from murphy.runtimes.base import (
     ContainerState,
     FoundContainer,
     Handle,
+    JobCredentials,
     LogPage,
     Plan,
     RulePlan,
     TrainingPlan,
 )
 from murphy.runtimes.kubernetes_client import KubeApi, KubernetesConflict, KubernetesError, Obj
+from murphy.runtimes.kubernetes_keys import PodKeys
 from murphy.runtimes.kubernetes_logs import Followers
 from murphy.runtimes.kubernetes_resources import pod_resources
 from murphy.runtimes.kubernetes_status import Limits, Observation, epoch, observe
 
 log = logging.getLogger(__name__)
-#: Objects a re-launch adopts whatever their spec hash (credentials may have been rotated).
+#: Objects a re-launch adopts whatever their spec hash (a Secret holds the key issued at its creation).
 _ADOPT_ANY = ("Secret", "Service")
 
 
@@ -65,7 +69,7 @@ class KubernetesRuntime:
     """:class:`~murphy.runtimes.base.Runtime` on a Kubernetes API server (module docstring)."""
 
     def __init__(self, root_dir: Path, api: KubeApi, options: ko.KubernetesOptions, *,
-                 credentials: Mapping[str, str] | None = None, limits: Limits | None = None,
+                 credentials: JobCredentials | None = None, limits: Limits | None = None,
                  poll_interval_s: float = 1.0, escalate_after_s: float = 30.0,
                  clock: Callable[[], float] = time.time, name: str = "kubernetes") -> None:
         ko.check_options(options)
@@ -81,7 +85,8 @@ class KubernetesRuntime:
         self.poll_interval_s = poll_interval_s
         self.escalate_after_s = escalate_after_s
         self.clock = clock
-        self._credentials = dict(credentials or {})
+        #: The pods' S3 keys; ``options.s3_endpoint_url`` is then the gateway as pods reach it.
+        self.keys = PodKeys(api, options, credentials)
         self._cache: dict[str, tuple[float, Observation]] = {}
         self._lock = threading.Lock()
         self._launch_locks: dict[str, threading.Lock] = {}
@@ -95,17 +100,24 @@ class KubernetesRuntime:
         with lock:
             # A launch that fails fails the job: a transient refusal (429, 5xx, a dropped
             # connection) is tried again first. Launching again is safe (adoption by spec hash).
-            for delay in (0.5, 1.0, 2.0, None):
-                try:
-                    if isinstance(plan, TrainingPlan):
-                        return self._launch_training(plan)
-                    return self._launch_rule(plan)
-                except KubernetesError as e:
-                    if not e.retryable or delay is None:
-                        raise
-                    log.warning("kubernetes: launching %s: %s; trying again in %.1f s", plan.container_name, e, delay)
-                    time.sleep(delay)
-            raise AssertionError("unreachable")
+            try:
+                return self._launch_retried(plan)
+            except BaseException:  # the job fails: the key its pods would hold stops working now
+                self.keys.discard(kh.first_host_plan(plan) if isinstance(plan, TrainingPlan) else plan)
+                raise
+
+    def _launch_retried(self, plan: Plan) -> Handle:
+        for delay in (0.5, 1.0, 2.0, None):
+            try:
+                if isinstance(plan, TrainingPlan):
+                    return self._launch_training(plan)
+                return self._launch_rule(plan)
+            except KubernetesError as e:
+                if not e.retryable or delay is None:
+                    raise
+                log.warning("kubernetes: launching %s: %s; trying again in %.1f s", plan.container_name, e, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
 
     def _launch_training(self, plan: TrainingPlan) -> Handle:
         # One plan per host (``current_host``/``hosts``, where the supervisor launches each host
@@ -123,16 +135,17 @@ class KubernetesRuntime:
         opts = self.options
         res = pod_resources(plan.instance_type, opts.profiles)
         files, env = ko.training_files(plan, opts, res)
-        objs = [ko.config_map(plan, files, opts), ko.secret(plan, self._credentials, opts)]
+        objs = [ko.config_map(plan, files, opts)]
         if kh.host_count(plan) > 1:
             objs.append(ko.headless_service(plan, opts))
         objs.append(ko.training_job(plan, env, opts, res))
         anchor = self._ensure(kn.with_spec_hash(objs[0]))
         uid = str(anchor["metadata"]["uid"])
+        key_id = self.keys.ensure(plan, anchor, self._ensure)
         job: Obj = anchor
         for obj in objs[1:]:
             job = self._ensure(ko.owned_by(kn.with_spec_hash(obj), anchor, uid))
-        return self._handle(plan, job, anchor["metadata"]["name"], "training", kh.host_count(plan))
+        return self._handle(plan, job, anchor["metadata"]["name"], "training", kh.host_count(plan), key_id)
 
     def _launch_rule(self, plan: RulePlan) -> Handle:
         name = kn.config_map_name(self.rid, plan)
@@ -142,8 +155,9 @@ class KubernetesRuntime:
                                       "(its training was not launched, or was removed)")
         raw = (anchor["metadata"].get("annotations") or {}).get(kn.MAX_RUNTIME)
         obj = ko.rule_job(plan, self.options, max_runtime_s=int(raw) if raw and raw.isdigit() else None)
+        key_id = self.keys.ensure(plan, anchor, self._ensure)
         job = self._ensure(ko.owned_by(kn.with_spec_hash(obj), anchor, str(anchor["metadata"]["uid"])))
-        return self._handle(plan, job, name, kn.rule_key(self.rid, plan), 1)
+        return self._handle(plan, job, name, kn.rule_key(self.rid, plan), 1, key_id)
 
     def _ensure(self, obj: Obj) -> Obj:
         """Create ``obj``, or adopt the object of that name when it is the same launch."""
@@ -168,15 +182,18 @@ class KubernetesRuntime:
                 f"launch: {want}): it is not this job's; delete it, or give this murphy another runtime id")
         raise KubernetesError(f"cannot create {kind} {name}: it keeps vanishing", retryable=True)
 
-    def _handle(self, plan: Plan, job: Obj, anchor: str, key: str, hosts: int) -> Handle:
+    def _handle(self, plan: Plan, job: Obj, anchor: str, key: str, hosts: int, key_id: str | None) -> Handle:
         meta = job["metadata"]
         labels = kn.object_labels(self.rid, plan)
         selector = {k: labels[k] for k in (kn.MANAGED_BY, kn.RUNTIME_ID, kn.JOB_KEY, kn.ROLE, kn.RULE_KEY) if k in labels}
-        return self._handle_of(plan.container_name, plan.job_name, plan.role, meta["name"], str(meta["uid"]), anchor,
-                               key, hosts, selector)
+        handle = self._handle_of(plan.container_name, plan.job_name, plan.role, meta["name"], str(meta["uid"]), anchor,
+                                 key, hosts, selector, ko.secret_of(job))
+        if key_id:
+            handle.data["s3_access_key_id"] = key_id
+        return handle
 
     def _handle_of(self, container: str, job_name: str, role: str, name: str, uid: str, anchor: str, key: str,
-                   hosts: int, selector: Mapping[str, str]) -> Handle:
+                   hosts: int, selector: Mapping[str, str], secret: str | None) -> Handle:
         d = self.root_dir / container
         d.mkdir(parents=True, exist_ok=True)
         data: dict[str, Any] = {
@@ -184,6 +201,8 @@ class KubernetesRuntime:
             "role": role, "container_name": container, "job_name": job_name, "hosts": hosts,
             "selector": dict(selector), "dir": str(d), "log": str(d / "log.jsonl"),
         }
+        if secret:
+            data["secret"] = secret
         return Handle(runtime=self.name, id=uid, data=data)
 
     # ---- status ----------------------------------------------------------------------------
@@ -286,7 +305,7 @@ class KubernetesRuntime:
             selector = {k: lab[k] for k in (kn.MANAGED_BY, kn.RUNTIME_ID, kn.JOB_KEY, kn.ROLE, kn.RULE_KEY) if k in lab}
             handle = self._handle_of(ann.get(kn.CONTAINER_NAME, meta["name"]), jname, role, meta["name"], str(meta["uid"]),
                                      str(owners[0].get("name") or ""), lab.get(kn.RULE_KEY, "training") if role == "rule" else "training",
-                                     int((job.get("spec") or {}).get("completions") or 1), selector)
+                                     int((job.get("spec") or {}).get("completions") or 1), selector, ko.secret_of(job))
             out.append(FoundContainer(handle, jname, handle.data["container_name"], role, _job_phase(job)))
         return out
 
@@ -314,9 +333,10 @@ class KubernetesRuntime:
             self._force(self.api.list("Pod", labels=d["selector"]))
 
     def remove(self, handle: Handle) -> None:
-        """Copy what is left of the logs, then delete the job's objects (a training handle: the
-        anchor, and with it everything it owns; a rule: its Job)."""
+        """Revoke the pods' S3 key, copy what is left of the logs, then delete the job's objects
+        (a training handle: the anchor, and with it everything it owns; a rule: its Job and Secret)."""
         d = handle.data
+        self.keys.revoke(d)
         try:
             for pod in self.api.list("Pod", labels=d["selector"]):
                 host = int((pod["metadata"].get("annotations") or {}).get("batch.kubernetes.io/job-completion-index") or 0)
@@ -328,6 +348,8 @@ class KubernetesRuntime:
                 self.api.delete("ConfigMap", d["anchor"], propagation="Foreground")
             else:
                 self.api.delete("Job", d["name"], propagation="Foreground")
+                if d.get("secret"):
+                    self.api.delete("Secret", d["secret"], propagation="Background")
         except KubernetesError as e:
             log.warning("kubernetes: cannot remove %s: %s", d.get("name"), e)
         Path(d["dir"], "log.done").touch()
@@ -345,6 +367,7 @@ class KubernetesRuntime:
     def close(self) -> None:
         self.followers.close()
         self.api.close()
+        self.keys.close()
 
 
 def _cache_key(handle: Handle) -> str:

@@ -50,6 +50,9 @@ MAX_RUNTIME = f"{DOMAIN}/max-runtime-s"
 STOP_REQUESTED_AT = f"{DOMAIN}/stop-requested-at"
 STOP_REASON = f"{DOMAIN}/stop-reason"
 FAILURE = f"{DOMAIN}/failure"
+#: On a Secret: the id (not the secret) of the S3 key murphy's gateway issued for its pods, so
+#: that whoever removes the pods (a restarted murphy, the reconciler) revokes that key.
+S3_ACCESS_KEY_ID = f"{DOMAIN}/s3-access-key-id"
 
 _NOT_NAME = re.compile(r"[^a-z0-9]+")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
@@ -99,7 +102,18 @@ def config_map_name(rid: str, plan: Plan) -> str:
 
 
 def secret_name(rid: str, plan: Plan) -> str:
+    """The S3 credentials of the training pods: ``mt-<slug>-<hash>-s3``."""
     return _name("mt-", plan.job_name, job_key(rid, plan), "-s3")
+
+
+def rule_secret_name(rid: str, plan: RulePlan) -> str:
+    """A rule's own S3 credentials (each rule Job has its own key): ``mr-<slug>-<hash>-s3``."""
+    return _name("mr-", f"{plan.job_name}-{plan.rule_name}", rule_key(rid, plan), "-s3")
+
+
+def pod_secret_name(rid: str, plan: Plan) -> str:
+    """The Secret the pods of ``plan`` get their S3 credentials from."""
+    return rule_secret_name(rid, plan) if isinstance(plan, RulePlan) else secret_name(rid, plan)
 
 
 def rule_job_name(rid: str, plan: RulePlan) -> str:

@@ -5,18 +5,22 @@ no client). ``docs/kubernetes.md`` describes the layout; in creation order:
    same bytes the Docker runtime writes (:func:`murphy.runtimes.layout.write_training_layout`).
    Everything else gets an ownerReference to it once it exists (:func:`owned_by`), so deleting
    it (``propagationPolicy=Foreground``) removes the whole job.
-2. ``Secret mt-<slug>-<hash>-s3``: the S3 credentials the pods get (``envFrom``).
+2. ``Secret mt-<slug>-<hash>-s3``: the S3 credentials the training pods get (``envFrom``): a
+   key murphy's S3 gateway issued for this job's training (never the service's own), valid
+   only through the gateway, on the job's own locations, while it runs (docs/security.md).
 3. With ``InstanceCount > 1``, a headless ``Service`` named like the training Job, so that
    hosts find each other as ``<job>-<index>.<job>``.
 4. ``Job mt-<slug>-<hash>``: the training hosts, one Indexed Job (``completions`` = hosts).
-5. ``Job mr-<slug>-<hash>`` per rule: a rule outlives training long enough to give its verdict
-   and is never killed with it, so it is its own Job, not a container of the training pod.
+5. Per rule, ``Secret mr-<slug>-<hash>-s3`` (the rule's own key: its job's tensors to read,
+   its results to write) and ``Job mr-<slug>-<hash>``: a rule outlives training long enough to
+   give its verdict and is never killed with it, so it is its own Job, not a container of the
+   training pod.
 
 Isolation is the Docker runtime's: a non-root user, a read-only root filesystem with writable
 ``/opt/ml``, ``/run/murphy`` and ``/tmp`` (emptyDirs), no privilege escalation, every
 capability dropped, the runtime's default seccomp profile, no service account token and no
 service links (workload pods get no API access); the namespace's NetworkPolicy
-(``infra/kubernetes``) keeps them off everything but S3 and DNS.
+(``infra/kubernetes``) keeps them off everything but murphy's S3 gateway and DNS.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from murphy.container.env import OptMl
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes import kubernetes_hosts as kh
 from murphy.runtimes import kubernetes_names as kn
-from murphy.runtimes.base import Plan, RulePlan, TrainingPlan
+from murphy.runtimes.base import SERVICE_CREDENTIAL_VARS, Plan, RulePlan, TrainingPlan
 from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
 from murphy.runtimes.kubernetes_resources import InstanceProfile, PodResources, pod_resources
 from murphy.runtimes.layout import ContainerView, rule_env, write_training_layout
@@ -45,9 +49,15 @@ FAILURE_FILE = f"{OPT_ML}/output/failure"
 DEFAULT_NAMESPACE = "murphy-jobs"
 #: The oldest Kubernetes minor murphy supports (podFailurePolicy and DisruptionTarget are GA).
 MIN_KUBERNETES = "1.31"
-#: The S3 endpoint as pods see it: the SeaweedFS Service of ``infra/kubernetes``'s base.
-DEFAULT_S3_ENDPOINT = "http://murphy-s3.murphy.svc.cluster.local:8333"
+#: The port murphy serves its S3 gateway on for pods (``infra/kubernetes``: the Service's ``s3-gateway``).
+GATEWAY_PORT = 8081
+#: The S3 endpoint as pods see it: murphy's S3 gateway behind its Service in ``infra/kubernetes``'s base.
+DEFAULT_S3_ENDPOINT = f"http://murphy.murphy.svc.cluster.local:{GATEWAY_PORT}"
 CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION")
+#: What ``murphy kubernetes render`` prints in a Secret: the runtime issues the values at launch.
+PLACEHOLDER = "<issued by murphy's S3 gateway at launch>"
+PLACEHOLDER_CREDENTIALS = {"AWS_ACCESS_KEY_ID": PLACEHOLDER, "AWS_SECRET_ACCESS_KEY": PLACEHOLDER,
+                           "AWS_SESSION_TOKEN": PLACEHOLDER}
 _IN_IMAGE_PYTHON = "python"
 #: The API server refuses a ConfigMap over 1 MiB (etcd's object limit); leave room for metadata.
 MAX_CONFIG_BYTES = 1_000_000
@@ -115,6 +125,14 @@ def store_env(opts: KubernetesOptions) -> dict[str, str]:
     return {"MURPHY_S3_ENDPOINT_URL": opts.s3_endpoint_url, "AWS_ENDPOINT_URL_S3": opts.s3_endpoint_url}
 
 
+def pod_env(env: Mapping[str, str], opts: KubernetesOptions) -> dict[str, str]:
+    """``env`` without any S3 identity or endpoint (a job's ``Environment`` cannot name another
+    key, profile or endpoint), the gateway's endpoint last: the Secret is the only identity."""
+    out = {k: v for k, v in env.items() if k not in SERVICE_CREDENTIAL_VARS}
+    out.update(store_env(opts))
+    return out
+
+
 def training_files(plan: TrainingPlan, opts: KubernetesOptions, res: PodResources) -> tuple[dict[str, str], dict[str, str]]:
     """``(config files by name, environment)`` of the training container: the Docker runtime's
     layout code, writing into a scratch directory that is read back and thrown away."""
@@ -124,7 +142,7 @@ def training_files(plan: TrainingPlan, opts: KubernetesOptions, res: PodResource
         host, env = write_training_layout(tmp, plan, entry, _IN_IMAGE_PYTHON, store_env(opts), view=view)
         files = {p.name: p.read_text(encoding="utf-8") for p in sorted(Path(host.config_dir).glob("*.json"))}
     rid = opts.runtime_id
-    return kh.cluster_files(files, rid, plan), kh.cluster_env(env, rid, plan)
+    return kh.cluster_files(files, rid, plan), pod_env(kh.cluster_env(env, rid, plan), opts)
 
 
 def config_map(plan: TrainingPlan, files: Mapping[str, str], opts: KubernetesOptions) -> dict[str, Any]:
@@ -138,13 +156,29 @@ def config_map(plan: TrainingPlan, files: Mapping[str, str], opts: KubernetesOpt
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "immutable": True, "data": dict(files)}
 
 
-def secret(plan: TrainingPlan, credentials: Mapping[str, str], opts: KubernetesOptions) -> dict[str, Any]:
+def secret(plan: Plan, credentials: Mapping[str, str], opts: KubernetesOptions, *,
+           access_key_id: str | None = None) -> dict[str, Any]:
+    """The S3 credentials of ``plan``'s pods (the training hosts', or one rule's): only the
+    :data:`CREDENTIAL_KEYS` of ``credentials``; ``access_key_id`` (not a secret) is annotated so
+    that a restarted murphy revokes the key."""
     data = {k: credentials[k] for k in CREDENTIAL_KEYS if credentials.get(k)}
     if plan.region and "AWS_REGION" not in data:
         data["AWS_REGION"] = plan.region
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": _meta(kn.secret_name(opts.runtime_id, plan), opts, plan, role="config"),
-            "immutable": True, "stringData": data}
+    meta = _meta(kn.pod_secret_name(opts.runtime_id, plan), opts, plan, role="config")
+    if access_key_id:
+        meta["annotations"][kn.S3_ACCESS_KEY_ID] = access_key_id
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta, "immutable": True,
+            "stringData": data}
+
+
+def secret_of(job: Mapping[str, Any]) -> str | None:
+    """The Secret a Job's pods get their S3 credentials from (its first container's ``envFrom``)."""
+    containers = ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or [{}]
+    for ref in containers[0].get("envFrom") or []:
+        name = (ref.get("secretRef") or {}).get("name")
+        if name:
+            return str(name)
+    return None
 
 
 def headless_service(plan: TrainingPlan, opts: KubernetesOptions) -> dict[str, Any]:
@@ -254,10 +288,10 @@ def rule_job(plan: RulePlan, opts: KubernetesOptions, *, max_runtime_s: int | No
     rid = opts.runtime_id
     entry = image_entry(plan, opts.catalog)
     res = pod_resources(plan.instance_type, opts.profiles)
-    env = rule_env(plan, store_env(opts), {})
+    env = pod_env(rule_env(plan, store_env(opts), {}), opts)
     rule = {
         "name": "rule", "image": entry.docker_image or plan.image, "imagePullPolicy": opts.image_pull_policy,
-        "env": _env(env), "envFrom": [{"secretRef": {"name": kn.secret_name(rid, plan)}}],
+        "env": _env(env), "envFrom": [{"secretRef": {"name": kn.rule_secret_name(rid, plan)}}],
         "resources": res.resources, "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
         "terminationMessagePolicy": "FallbackToLogsOnError", "securityContext": _security(),
     }
@@ -276,16 +310,20 @@ def rule_job(plan: RulePlan, opts: KubernetesOptions, *, max_runtime_s: int | No
 def job_objects(training: TrainingPlan, rules: Sequence[RulePlan], opts: KubernetesOptions,
                 credentials: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Every object of one training job, in creation order (anchor first), each with its
-    spec-hash annotation and without ownerReferences (the anchor's uid exists once it is created)."""
+    spec-hash annotation and without ownerReferences (the anchor's uid exists once it is created).
+    Each Secret holds ``credentials``, by default :data:`PLACEHOLDER_CREDENTIALS` (the runtime
+    issues a key per Secret at launch)."""
     check_options(opts)
     training = kh.first_host_plan(training)  # what the runtime's launch makes the Job from
+    creds = PLACEHOLDER_CREDENTIALS if credentials is None else credentials
     res = pod_resources(training.instance_type, opts.profiles)
     files, env = training_files(training, opts, res)
-    objs = [config_map(training, files, opts), secret(training, credentials or {}, opts)]
+    objs = [config_map(training, files, opts), secret(training, creds, opts)]
     if kh.host_count(training) > 1:
         objs.append(headless_service(training, opts))
     objs.append(training_job(training, env, opts, res))
-    objs.extend(rule_job(r, opts, max_runtime_s=training.max_runtime_s) for r in rules)
+    for r in rules:
+        objs.extend([secret(r, creds, opts), rule_job(r, opts, max_runtime_s=training.max_runtime_s)])
     return [kn.with_spec_hash(o) for o in objs]
 
 

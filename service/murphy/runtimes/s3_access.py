@@ -12,6 +12,7 @@ then reach the containers: runtimes built by hand in tests).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import urllib.parse
 from pathlib import Path
@@ -22,6 +23,8 @@ from murphy.runtimes import files
 from murphy.runtimes.base import JobCredentials
 from murphy.storage import gateway
 
+log = logging.getLogger(__name__)
+
 
 def listen_loopback(credentials: JobCredentials, root_dir: Path) -> str:
     """The gateway on 127.0.0.1, on the port the last service used when it is free."""
@@ -30,8 +33,10 @@ def listen_loopback(credentials: JobCredentials, root_dir: Path) -> str:
     port = int((files.read_json(str(state)) or {}).get("port") or 0)
     try:
         url = credentials.listen_tcp("127.0.0.1", port)
-    except OSError:
+    except OSError as e:
         url = credentials.listen_tcp("127.0.0.1", 0)
+        log.warning("the S3 gateway cannot listen on its last port %d (%s); on %s now: containers launched "
+                    "before this start lose S3", port, e, url)
     state.write_text(json.dumps({"port": int(url.rsplit(":", 1)[1])}), encoding="utf-8")
     return url
 

@@ -55,8 +55,9 @@ def test_one_host_layout_in_creation_order() -> None:
     objs = objects()
     assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
         ("ConfigMap", kn.config_map_name("rid", training())), ("Secret", kn.secret_name("rid", training())),
-        ("Job", kn.training_name("rid", training())), ("Job", kn.rule_job_name("rid", rule(0))),
-        ("Job", kn.rule_job_name("rid", rule(1)))]
+        ("Job", kn.training_name("rid", training())),
+        ("Secret", kn.rule_secret_name("rid", rule(0))), ("Job", kn.rule_job_name("rid", rule(0))),
+        ("Secret", kn.rule_secret_name("rid", rule(1))), ("Job", kn.rule_job_name("rid", rule(1)))]
     job = objs[2]["spec"]
     assert (job["completions"], job["parallelism"], job["completionMode"]) == (1, 1, "Indexed")
     assert "subdomain" not in job["template"]["spec"]
@@ -85,7 +86,7 @@ def test_every_object_is_namespaced_labelled_and_hashed() -> None:
         assert meta["annotations"][kn.JOB_NAME] == "Job-1"
         assert "ownerReferences" not in meta
     roles = [o["metadata"]["labels"][kn.ROLE] for o in objs]
-    assert roles == ["config", "config", "training", "rule", "rule"]
+    assert roles == ["config", "config", "training", "config", "rule", "config", "rule"]
     for job in by_kind(objs, "Job"):
         assert job["spec"]["template"]["metadata"]["labels"] == job["metadata"]["labels"]
     assert objects() == objs  # deterministic: the same plans give the same objects, hashes included
@@ -116,18 +117,38 @@ def test_pods_are_locked_down_like_docker_containers() -> None:
             assert "/tmp" in mounts or c["name"] == "murphy-init"
 
 
-def test_credentials_only_in_the_secret() -> None:
+def test_credentials_only_in_the_secrets_one_per_pod_role() -> None:
     objs = objects()
-    secret = by_kind(objs, "Secret")[0]
-    assert secret["stringData"] == {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": SECRET_VALUE,
-                                    "AWS_REGION": "eu-west-1"}
+    secrets = by_kind(objs, "Secret")
+    assert len(secrets) == 3  # the training hosts', each rule's
+    for secret in secrets:
+        assert secret["stringData"] == {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": SECRET_VALUE,
+                                        "AWS_REGION": "eu-west-1"}
     for o in objs:
         if o["kind"] != "Secret":
             assert SECRET_VALUE not in json.dumps(o)
-    for pod in pods(objs):
+    for pod, secret in zip(pods(objs), secrets, strict=True):
         c = pod["containers"][0]
         assert c["envFrom"] == [{"secretRef": {"name": secret["metadata"]["name"]}}]
         assert not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "HOME"} & env_of(c).keys()
+        assert env_of(c)["AWS_ENDPOINT_URL_S3"] == OPTS.s3_endpoint_url
+
+
+def test_by_default_the_secrets_hold_placeholders_and_the_pods_reach_the_gateway() -> None:
+    objs = ko.job_objects(training(), [rule(0)], ko.KubernetesOptions(namespace="team-a", runtime_id="rid"))
+    for secret in by_kind(objs, "Secret"):
+        assert secret["stringData"] == {**ko.PLACEHOLDER_CREDENTIALS, "AWS_REGION": "eu-west-1"}
+        assert kn.S3_ACCESS_KEY_ID not in secret["metadata"]["annotations"]
+    for pod in pods(objs):
+        assert env_of(pod["containers"][0])["AWS_ENDPOINT_URL_S3"] == "http://murphy.murphy.svc.cluster.local:8081"
+
+
+def test_an_issued_key_s_id_is_annotated_on_its_secret() -> None:
+    obj = ko.secret(rule(0), {"AWS_ACCESS_KEY_ID": "ASIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": SECRET_VALUE,
+                              "AWS_SESSION_TOKEN": "tok", "HOME": "/root"}, OPTS, access_key_id="ASIAEXAMPLE")
+    assert obj["metadata"]["name"] == kn.rule_secret_name("rid", rule(0))
+    assert obj["metadata"]["annotations"][kn.S3_ACCESS_KEY_ID] == "ASIAEXAMPLE"
+    assert set(obj["stringData"]) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"}
 
 
 def test_the_config_map_holds_the_docker_runtimes_config_files() -> None:

@@ -11,12 +11,16 @@ from typing import Any
 
 import pytest
 
+from murphy.auth.keys import KeyRing
+from murphy.auth.s3gateway import S3Gateway
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes import kubernetes_names as kn
 from murphy.runtimes import kubernetes_objects as ko
 from murphy.runtimes.base import RulePlan, Runtime, TrainingPlan
 from murphy.runtimes.kubernetes import KubernetesRuntime, log_path
 from murphy.runtimes.kubernetes_client import FakeKubeApi, KubernetesError
+from murphy.settings import Settings
+from murphy.store.memory import InMemoryJobStore
 
 OPTS = ko.KubernetesOptions(namespace="murphy-jobs", runtime_id="rid", s3_endpoint_url="http://s3:8333", stop_grace_s=120)
 
@@ -44,9 +48,27 @@ def rule(i: int = 0) -> RulePlan:
                     account="123456789012", region="us-east-1")
 
 
+#: The service's own S3 identity, which must never reach a pod.
+SERVICE_KEY, SERVICE_SECRET = "AKIASERVICEKEY", "service-s3cr3t-never-in-a-pod"
+_STORES: dict[Path, InMemoryJobStore] = {}
+
+
+def gateway(tmp_path: Path) -> S3Gateway:
+    """murphy's real S3 gateway over the test's job store (one per test directory, as one
+    database outlives a restarted murphy), the service's credentials given, not read from the env."""
+    store = _STORES.setdefault(tmp_path, InMemoryJobStore())
+    return S3Gateway(KeyRing(store, Settings(data_dir=tmp_path / "data")), "http://s3:8333",
+                     credentials=lambda: (SERVICE_KEY, SERVICE_SECRET, None))
+
+
+def keys(tmp_path: Path) -> dict[str, str]:
+    """The job store's keys: id -> the container name murphy issued it for."""
+    return {k["AccessKeyId"]: k["UserName"] for k in KeyRing(_STORES[tmp_path], Settings()).list()["AccessKeyMetadata"]}
+
+
 def runtime(tmp_path: Path, api: FakeKubeApi, clock: Clock, **kw: Any) -> KubernetesRuntime:
-    return KubernetesRuntime(tmp_path / "containers", api, OPTS, credentials={"AWS_ACCESS_KEY_ID": "AKIAFAKE",
-                             "AWS_SECRET_ACCESS_KEY": "s3cr3t"}, clock=clock, poll_interval_s=1.0, **kw)
+    return KubernetesRuntime(tmp_path / "containers", api, OPTS, credentials=gateway(tmp_path), clock=clock,
+                             poll_interval_s=1.0, **kw)
 
 
 def ts(t: float) -> str:
