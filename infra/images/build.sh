@@ -19,7 +19,7 @@
 #   murphy/linear-regression-demo:latest  pytorch-cpu (the seed demo)
 #   murphy/rule-evaluator:latest          python, `python -m murphy.rules` entry point
 #   murphy/xgboost:latest                 python-deps + xgboost-cpu + murphy[s3]: SageMaker's XGBoost algorithm
-#   murphy/server:latest                  python-deps + murphy[s3,service,postgres,docker] (`murphy server`)
+#   murphy/server:latest                  python-deps + murphy[s3,service,postgres,docker,kubernetes] (`murphy server`)
 #   murphy/seaweedfs:latest               base + SeaweedFS's `weed` (the S3 store of `make up`)
 #   murphy/postgres:latest                base + Debian's PostgreSQL 15 (the job store of `make up`)
 #
@@ -180,7 +180,7 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 seen = set()
 for line in msg.get_all("Requires-Dist") or []:
     req = Requirement(line)
-    if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("s3", "service", "postgres", "docker")):
+    if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("s3", "service", "postgres", "docker", "kubernetes")):
         extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
         spec = f"{req.name}{extras}{req.specifier}"
         if spec not in seen:
