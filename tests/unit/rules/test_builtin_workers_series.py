@@ -13,6 +13,7 @@ import pytest
 from murphy.core.modes import ModeKeys
 from murphy.rules.builtin.check_input_images import CheckInputImages
 from murphy.rules.builtin.class_imbalance import ClassImbalance
+from murphy.rules.builtin.create_xgboost_report import CreateXgboostReport
 from murphy.rules.builtin.confusion import Confusion
 from murphy.rules.builtin.feature_importance_overweight import FeatureImportanceOverweight
 from murphy.rules.builtin.loss_not_decreasing import LossNotDecreasing
@@ -252,3 +253,37 @@ def test_stalled_training_watches_each_worker(hung: bool) -> None:
     if hung:
         f = rule.finding
         assert f is not None and f.step == 1 and "on worker_1" in f.message and "after step 1" in f.message, f
+
+
+# ---- single-series cases -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_loss_only_rank_0_saves_is_judged_on_rank_0(flat: bool) -> None:
+    # worker_1 saves weights only (a script that logs the loss on rank 0): its copy of the rule
+    # has no loss to judge, worker_0's judges the loss alone, and a finding names worker_0.
+    loss = falling[:5] + [falling[4]] * 25 if flat else falling
+    trial = write_workers([{s: {LOSS: v, **weights({}, 0)[s % 8]} for s, v in enumerate(loss)},
+                           {s: weights({}, 1)[s % 8] for s in range(30)}])
+    rule = LossNotDecreasing(trial)
+    step = run_rule(rule)
+    if not flat:
+        assert step is None, rule.finding
+        return
+    assert step == 20 and rule.finding is not None and "on worker_0" in rule.finding.message, rule.finding
+
+
+def test_the_xgboost_report_describes_worker_0_of_a_multi_worker_job() -> None:
+    # Distributed XGBoost: every worker holds the same model and allreduced metrics. The report
+    # is worker_0's (one line per metric, not one per worker), and says so.
+    def rounds(offset: float) -> Series:
+        return {s: {"train-rmse": np.float64(1.0 / (s + 1) + offset), **tree(3, s)} for s in range(4)}
+
+    single = CreateXgboostReport(write_workers([rounds(0.0)]))
+    assert run_rule(single) is None and single.worker is None and "rank 0" not in single.html
+    rule = CreateXgboostReport(write_workers([rounds(0.0), rounds(0.5)]))
+    assert run_rule(rule) is None
+    assert rule.worker == "worker_0" and rule.reports_written == 4
+    assert rule.metrics == {"train-rmse": [(s, pytest.approx(1.0 / (s + 1))) for s in range(4)]}
+    assert rule.depths == [(s, 3.0) for s in range(4)]
+    assert "Worker worker_0 (rank 0)" in rule.html
