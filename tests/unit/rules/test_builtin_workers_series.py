@@ -11,22 +11,28 @@ import numpy as np
 import pytest
 
 from murphy.core.modes import ModeKeys
+from murphy.rules.builtin.all_zero import AllZero
 from murphy.rules.builtin.check_input_images import CheckInputImages
 from murphy.rules.builtin.class_imbalance import ClassImbalance
-from murphy.rules.builtin.create_xgboost_report import CreateXgboostReport
 from murphy.rules.builtin.confusion import Confusion
+from murphy.rules.builtin.create_xgboost_report import CreateXgboostReport
+from murphy.rules.builtin.dead_relu import DeadRelu
+from murphy.rules.builtin.exploding_tensor import ExplodingTensor
 from murphy.rules.builtin.feature_importance_overweight import FeatureImportanceOverweight
 from murphy.rules.builtin.loss_not_decreasing import LossNotDecreasing
 from murphy.rules.builtin.nlp_sequence_ratio import NLPSequenceRatio
 from murphy.rules.builtin.overfit import Overfit
 from murphy.rules.builtin.overtraining import Overtraining
 from murphy.rules.builtin.poor_weight_initialization import PoorWeightInitialization
+from murphy.rules.builtin.saturated_activation import SaturatedActivation
 from murphy.rules.builtin.similar_across_runs import SimilarAcrossRuns
 from murphy.rules.builtin.stalled_training_rule import StalledTrainingRule
 from murphy.rules.builtin.tensor_variance import TensorVariance
 from murphy.rules.builtin.tree_depth import TreeDepth
 from murphy.rules.builtin.unchanged_tensor import UnchangedTensor
+from murphy.rules.builtin.vanishing_gradient import VanishingGradient
 from murphy.rules.builtin.weight_update_ratio import WeightUpdateRatio
+from murphy.rules.registry import BUILTIN_RULE_NAMES
 from murphy.tensorio.writer import StepWriter
 
 from .trialkit import TrialKit, run_rule, write_workers
@@ -122,6 +128,18 @@ val_ok = [t * 1.05 for t in train_ok]
 Scenario = tuple[Callable[[Any], Any], Series, Series, Series, dict[int, ModeKeys] | None, int | None]
 
 
+def acts(seed: int, bad_at: int | None = None, scale: float = 1.0) -> Series:
+    """A layer's tensors, in write order: tanh input, ReLU output, a gradient; worker-specific."""
+    rng = np.random.default_rng(seed)
+    out: Series = {}
+    for s in range(6):
+        bad = s == bad_at
+        out[s] = {"l0_tanh_input_0": rng.standard_normal((16, 8)) + (100.0 if bad and scale == 100 else 0.0),
+                  "l0_relu_output_0": np.maximum(rng.standard_normal((16, 8)) - (10.0 if bad and scale == 10 else 0.0), 0),
+                  "gradient/l0_weight": rng.standard_normal((8, 8)) * (1e-12 if bad and scale == 0 else 0.1)}
+    return out
+
+
 def scenarios() -> dict[str, Scenario]:
     h0, modes = train_eval(train_ok, val_ok)
     h1, _ = train_eval([t * 0.8 for t in train_ok], [v * 0.8 for v in val_ok])
@@ -129,7 +147,15 @@ def scenarios() -> dict[str, Scenario]:
                                                           1.3, 1.4, 1.5, 1.6])
     flat, _ = train_eval([1.0, 0.8, 0.6] + [0.5] * 11, [0.5] * 14)
     pwi_ok = relu_inputs([1.0, 1.2], lambda s: 2.0 - 0.1 * s)
+    nan = {**weights({}, 1), 6: {"fc_weight": np.full((4, 4), np.nan)}}
+    zeros = {**weights({}, 1), 6: {"fc_weight": np.zeros((4, 4))}}
     return {
+        # the per-step rules (each worker's value at the step; test_builtin_workers.py)
+        "ExplodingTensor": (ExplodingTensor, weights({}, 0), weights({}, 1), nan, None, 6),
+        "AllZero": (lambda t: AllZero(t, collection_names="weights"), weights({}, 0), weights({}, 1), zeros, None, 6),
+        "VanishingGradient": (VanishingGradient, acts(0), acts(1), acts(1, 3, 0), None, 3),
+        "DeadRelu": (DeadRelu, acts(0), acts(1), acts(1, 3, 10), None, 3),
+        "SaturatedActivation": (SaturatedActivation, acts(0), acts(1), acts(1, 3, 100), None, 3),
         # a worker_1 loss that stops falling; healthy workers at different levels (2x apart)
         "LossNotDecreasing": (LossNotDecreasing, losses(falling), losses([x / 2 for x in falling]),
                               losses(falling[:5] + [falling[4]] * 25), None, 20),
@@ -160,6 +186,12 @@ def scenarios() -> dict[str, Scenario]:
 
 
 SCENARIOS = scenarios()
+# Built-ins tested below on their own: they compare runs, watch time, or write a report.
+OWN_TESTS = {"SimilarAcrossRuns", "StalledTrainingRule", "CreateXgboostReport"}
+
+
+def test_every_built_in_rule_is_tested_on_two_workers() -> None:
+    assert set(SCENARIOS) | OWN_TESTS == set(BUILTIN_RULE_NAMES)
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
