@@ -236,7 +236,7 @@ def test_a_step_only_worker_0_wrote_is_not_evaluated_until_worker_1_writes_it(tm
     fired_on_worker_1(rule, 20)
 
 
-def test_similar_across_runs_compares_each_worker_with_the_same_worker() -> None:
+def test_similar_across_runs_compares_each_worker_with_the_same_worker(tmp_path: Any) -> None:
     def run(seed: int, shift_at: int | None = None) -> Series:
         rng = np.random.default_rng(seed)
         out: Series = {}
@@ -253,6 +253,20 @@ def test_similar_across_runs_compares_each_worker_with_the_same_worker() -> None
     assert rule.finding is not None and rule.finding.value == pytest.approx(0.5, rel=1e-5)
     # A one-worker other run: worker_0 is compared, worker_1 has no counterpart.
     assert run_rule(SimilarAcrossRuns(base, other_trials=[write_workers([run(0)])])) is None
+    # The other trial passed positionally (smdebug's two signatures), or opened from its path.
+    shifted = write_workers([run(0), run(1, shift_at=2)], where=tmp_path / "other")
+    for rule in (SimilarAcrossRuns(base, "", [shifted]), SimilarAcrossRuns(base, [shifted]),
+                 SimilarAcrossRuns(base, other_trial_0=str(tmp_path / "other"))):
+        fired_on_worker_1(rule, 2)
+
+
+def test_a_subclass_with_its_own_signature_gets_per_worker_copies() -> None:
+    class Strict(LossNotDecreasing):
+        def __init__(self, trial: Any, percent: str) -> None:
+            super().__init__(trial, diff_percent=percent)
+
+    _, h0, _, bad1, _, _ = SCENARIOS["LossNotDecreasing"]
+    fired_on_worker_1(Strict(write_workers([h0, bad1]), "0.1"), 20)
 
 
 # ---- StalledTrainingRule: each worker's own progress ------------------------------------------

@@ -73,15 +73,24 @@ class EveryWorker(Rule):
     def _copy_for(self, worker: str) -> EveryWorker:
         rule = self._per_worker.get(worker)
         if rule is None:
-            args, kwargs = self._ctor
-            kwargs = dict(kwargs)
-            kwargs.pop("base_trial", None)
-            positional = list(args[1:2]) if args else []  # action_str; other_trials by name
-            if len(args) > 2 and "other_trials" not in kwargs:
-                kwargs["other_trials"] = args[2]
+            args, kwargs = list(self._ctor[0]), dict(self._ctor[1])
+            view = WorkerView(self.base_trial, worker)
+            if "base_trial" in kwargs:
+                kwargs["base_trial"] = view
+            else:
+                args[0] = view
             if self.other_trials:
-                kwargs["other_trials"] = [view_of(t, worker) for t in self.other_trials]
-            rule = self._per_worker[worker] = type(self)(WorkerView(self.base_trial, worker), *positional, **kwargs)
+                # The same worker of each other trial (opened ones too: a copy must not reopen
+                # them from their paths). other_trials may have come positionally (smdebug's
+                # Rule(base_trial, other_trials) or (base_trial, action_str, other_trials)).
+                views = [view_of(t, worker) for t in self.other_trials]
+                if len(args) > 1 and isinstance(args[1], list | tuple):
+                    args[1] = views
+                elif len(args) > 2:
+                    args[2] = views
+                else:
+                    kwargs["other_trials"] = views
+            rule = self._per_worker[worker] = type(self)(*args, **kwargs)
         return rule
 
     def worker_copies(self) -> list[tuple[str, EveryWorker]]:
