@@ -41,7 +41,7 @@ from rule_quality.report import (  # noqa: E402
     verdict_line,
 )
 from rule_quality.scenarios import FAULTS  # noqa: E402
-from rule_quality.workers import attribute, merge_workers  # noqa: E402
+from rule_quality.workers import attribute, check_against_alone, merge_workers  # noqa: E402
 
 
 def generate_and_evaluate(out: Path, seeds: int, only: set[str] | None) -> list[RunResult]:
@@ -141,6 +141,9 @@ def main() -> None:
     ap.add_argument("--markdown", type=Path, help="also write the report to this file")
     ap.add_argument("--workers", type=int, choices=(1, 2), default=1,
                     help="2: judge 2-worker trials composed from the runs (rule_quality/workers.py)")
+    ap.add_argument("--check-alone", action="store_true",
+                    help="with --workers 2: also judge every run alone and check that each pair's finding "
+                         "is the earlier of its two runs' own, on that worker")
     args = ap.parse_args()
     seeds = 1 if args.quick else args.seeds
     only = set(args.only.split(",")) if args.only else None
@@ -151,12 +154,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="murphy-rule-quality-") as tmp:
         out = args.out or Path(tmp)
         wrong: list[str] | None = None
+        consistency = ""
         if args.workers == 2:
             results, wrong = generate_and_evaluate_pairs(out, seeds, only)
+            if args.check_alone:
+                agree, diffs = check_against_alone(out)
+                consistency = "\n".join([f"pairs' findings equal to the earlier of their runs' own findings, "
+                                          f"on that worker: {agree}/{agree + len(diffs)} rule-pairs", *diffs])
         else:
             results = generate_and_evaluate(out, seeds, only)
     faults = [f.name for f in FAULTS if not only or f.name in only]
     report = render(results, faults, time.perf_counter() - t0, seeds, wrong)
+    if consistency:
+        report += "\n" + consistency
     print("\n" + report)
     if args.markdown:
         args.markdown.write_text("```\n" + report + "\n```\n")

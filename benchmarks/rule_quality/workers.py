@@ -21,6 +21,7 @@ reads the index files.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from murphy.tensorio.locations import (
     parse_index_key,
 )
 
-from .evaluate import Verdict
+from .evaluate import Verdict, evaluate_run
 
 
 def merge_workers(dst: Path, sources: list[Path]) -> None:
@@ -78,3 +79,35 @@ def attribute(verdicts: list[Verdict], faulty: bool) -> tuple[list[Verdict], lis
             v = Verdict(v.rule, v.applicable, False, None, "", v.error)
         kept.append(v)
     return kept, wrong
+
+
+def check_against_alone(out: Path) -> tuple[int, list[str]]:
+    """Each rule's finding on every pair under ``out`` against the rule on the pair's two runs
+    alone: the pair's must be the earlier of the two (``worker_0`` on a tie), on that worker.
+    Returns (rule-pairs that agree, the disagreements)."""
+    alone: dict[str, dict[str, Verdict]] = {}
+
+    def verdicts(run: str) -> dict[str, Verdict]:
+        if run not in alone:
+            alone[run] = {v.rule: v for v in evaluate_run(str(out / run))}
+        return alone[run]
+
+    agree, diffs = 0, []
+    for pair in sorted(out.glob("2w-*")):
+        m = re.match(r"2w-(.+)-(fault|healthy)-seed(\d+)$", pair.name)
+        if m is None:
+            continue
+        fault, kind, seed = m.group(1), m.group(2), int(m.group(3))
+        seeds = len(list(out.glob(f"{fault}-healthy-seed*")))
+        w0 = f"{fault}-healthy-seed{seed}"
+        w1 = f"{fault}-fault-seed{seed}" if kind == "fault" else f"{fault}-healthy-seed{(seed + 1) % seeds}"
+        runs = (verdicts(w0), verdicts(w1))
+        for v in evaluate_run(str(pair)):
+            found = [(r[v.rule].step, i) for i, r in enumerate(runs) if r[v.rule].fired]
+            want = min(found, key=lambda x: (x[0] if x[0] is not None else -1, x[1])) if found else None
+            got = (v.step, 0 if "on worker_0" in v.message else 1) if v.fired else None
+            if got == want:
+                agree += 1
+            else:
+                diffs.append(f"{pair.name} {v.rule}: pair {got}, alone {want}: {v.message[:120]}")
+    return agree, diffs
