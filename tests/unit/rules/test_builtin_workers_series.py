@@ -4,6 +4,8 @@ data shards, their own loss levels) stays quiet: no worker's series is mixed int
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +34,7 @@ from murphy.rules.builtin.tree_depth import TreeDepth
 from murphy.rules.builtin.unchanged_tensor import UnchangedTensor
 from murphy.rules.builtin.vanishing_gradient import VanishingGradient
 from murphy.rules.builtin.weight_update_ratio import WeightUpdateRatio
+from murphy.rules.engine import evaluate_rule
 from murphy.rules.registry import BUILTIN_RULE_NAMES
 from murphy.tensorio.writer import StepWriter
 
@@ -333,3 +336,29 @@ def test_the_xgboost_report_describes_worker_0_of_a_multi_worker_job() -> None:
     assert rule.metrics == {"train-rmse": [(s, pytest.approx(1.0 / (s + 1))) for s in range(4)]}
     assert rule.depths == [(s, 3.0) for s in range(4)]
     assert "Worker worker_0 (rank 0)" in rule.html
+
+
+def test_the_engine_on_a_live_two_worker_job_evaluates_complete_steps_only(tmp_path: Any) -> None:
+    # worker_0 writes every 10 ms, worker_1 (flat loss from step 4) every 40 ms: the engine must
+    # evaluate each step only once worker_1 has written it too, and find the fault at step 20.
+    kits = [TrialKit(tmp_path, worker=f"worker_{i}", num_workers=2) for i in range(2)]
+    series = [losses(falling), losses(falling[:5] + [falling[4]] * 25)]
+    started = [-1, -1]  # per worker, the step it has begun writing (an upper bound of what is there)
+
+    def write(i: int, period: float) -> None:
+        for s in sorted(series[i]):
+            started[i] = s
+            kits[i].step(s, series[i][s])
+            time.sleep(period)
+
+    threads = [threading.Thread(target=write, args=(i, p), daemon=True) for i, p in enumerate((0.01, 0.04))]
+    evaluated: list[tuple[int | None, int]] = []
+    rule = LossNotDecreasing(kits[0].trial(poll_interval=0.01))
+    for t in threads:
+        t.start()
+    out = evaluate_rule(rule, poll_interval=0.01, idle_timeout=30,
+                        progress=lambda last, n: evaluated.append((last, min(started))))
+    for t in threads:
+        t.join()
+    assert (out.status, out.step) == ("IssuesFound", 20) and "on worker_1" in out.message, out
+    assert evaluated and all(last is None or last <= lowest for last, lowest in evaluated), evaluated
