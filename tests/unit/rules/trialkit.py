@@ -65,6 +65,7 @@ class TrialKit:
         *,
         collections: Mapping[str, list[str] | str] | None = None,
         worker: str = "worker_0",
+        num_workers: int = 1,
     ) -> None:
         if where is None:
             self.store: ObjectStore = InMemoryObjectStore(f"trialkit-{os.getpid()}-{next(_counter)}")
@@ -74,7 +75,7 @@ class TrialKit:
             self.store = LocalObjectStore(os.fspath(where))
         self.worker = worker
         self._mode_steps: dict[ModeKeys, int] = {}
-        write_collections(self.store, CollectionsDoc(make_collections(collections)), worker)
+        write_collections(self.store, CollectionsDoc(make_collections(collections), num_workers), worker)
 
     def step(
         self,
@@ -142,6 +143,30 @@ def write_trial(
     if end:
         kit.end()
     return kit.trial()
+
+
+def write_workers(
+    data: list[Mapping[int, Mapping[str, Any]]],
+    *,
+    modes: Mapping[int, ModeKeys] | None = None,
+    mode: ModeKeys = ModeKeys.GLOBAL,
+    where: ObjectStore | str | os.PathLike[str] | None = None,
+    collections: Mapping[str, list[str] | str] | None = None,
+    end: bool = True,
+) -> Trial:
+    """A multi-worker trial: ``worker_<i>`` writes ``data[i]`` ({step: {name: value}}), every
+    collections file saying ``num_workers = len(data)``; steps are written in ascending order,
+    each by every worker that has it (worker_0 first), in ``modes[step]`` (default ``mode``)."""
+    first = TrialKit(where, collections=collections, worker="worker_0", num_workers=len(data))
+    kits = [first] + [TrialKit(first.store, collections=collections, worker=f"worker_{i}",
+                               num_workers=len(data)) for i in range(1, len(data))]
+    for s in sorted(set().union(*(d.keys() for d in data))):
+        for kit, d in zip(kits, data, strict=True):
+            if s in d:
+                kit.step(s, d[s], mode=(modes or {}).get(s, mode))
+    if end:
+        first.end()
+    return first.trial()
 
 
 def run_rule(rule: Any, steps: list[int] | None = None) -> int | None:

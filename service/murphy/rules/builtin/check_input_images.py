@@ -17,8 +17,8 @@ from murphy.rules.builtin._common import (
     step_label,
     value_at,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import RuleParameterError, as_float, as_int
-from murphy.rules.rule import Rule
 
 _ACCEPTED = ("threshold_mean", "threshold_samples", "regex", "channel")
 
@@ -32,7 +32,7 @@ class _Running:
         self.samples = 0
 
 
-class CheckInputImages(Rule):
+class CheckInputImages(EveryWorker):
     """Fires once ``threshold_samples`` images of a tensor matching ``regex`` have been seen and
     the mean of some colour channel differs from 0 by more than ``threshold_mean``.
 
@@ -94,7 +94,7 @@ class CheckInputImages(Rule):
             run.samples += int(value.shape[0])
         return run
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         names = self.base_trial.tensor_names(step=step, regex=self.regex)
         for tname in layer_order(self.base_trial, names, step):
             value = value_at(self.base_trial, tname, step)

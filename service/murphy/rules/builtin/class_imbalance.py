@@ -19,8 +19,8 @@ from murphy.rules.builtin._common import (
     step_label,
     value_at,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import as_bool, as_float, as_int
-from murphy.rules.rule import Rule
 
 _ACCEPTED = (
     "threshold_imbalance", "threshold_misprediction", "samples", "argmax",
@@ -59,7 +59,7 @@ def class_indices(labels: Array, predictions: Array | None, argmax: bool) -> tup
     return lab_ids, (pred_ids if pred_ids.size == lab_ids.size else None)
 
 
-class ClassImbalance(Rule):
+class ClassImbalance(EveryWorker):
     """Fires when, once ``samples`` labels have been seen, the class counts are imbalanced or
     one class is mispredicted far more than the rest.
 
@@ -153,7 +153,7 @@ class ClassImbalance(Rule):
                 self._window_size -= self._window.popleft()[0].size
         return labels[0]
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         tname = self._count(step)
         total = sum(self.counts.values())
         if tname is None or total < self.samples:

@@ -18,9 +18,9 @@ from murphy.rules.builtin._common import (
     step_label,
     value_at,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.builtin.class_imbalance import class_indices
 from murphy.rules.params import RuleParameterError, as_float, as_optional_int
-from murphy.rules.rule import Rule
 
 _ACCEPTED = (
     "category_no", "labels", "predictions", "labels_collection", "predictions_collection",
@@ -30,7 +30,7 @@ _ACCEPTED = (
 MIN_COLUMN_SAMPLES = 5
 
 
-class Confusion(Rule):
+class Confusion(EveryWorker):
     """Fires at the first step whose confusion matrix violates the diagonal/off-diagonal bounds.
 
     At each step where both are saved, the labels tensor is the one named ``labels`` (else the
@@ -110,7 +110,7 @@ class Confusion(Rule):
         np.add.at(cm, (lab, pred), 1)
         return cm
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         labels = self._tensor(self.labels, self.labels_collection, step)
         preds = self._tensor(self.predictions, self.predictions_collection, step)
         if labels is None or preds is None:

@@ -8,6 +8,12 @@ self-contained file with inline SVG plots) goes to the rule's output, ``$MURPHY_
 ``output_uri`` when given (murphy extension). Sections: the hyperparameters, the metrics over
 the rounds (``<eval>-<metric>``), the latest feature importance per type, the confusion matrix
 of the latest validation labels and predictions, and the deepest tree per saved round.
+
+A multi-worker trial (distributed XGBoost, one worker per host) is reported from its first
+worker, ``worker_0`` (rank 0), read through a :class:`~murphy.trial.worker_view.WorkerView`:
+distributed XGBoost trains one model on every worker and allreduces the evaluation metrics, so
+each worker holds the same trees, importances and metrics; a second worker's copy of them would
+only double every metric's line. The report says which worker it describes.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from murphy.rules.builtin.class_imbalance import class_indices
 from murphy.rules.builtin.tree_depth import TreeDepth
 from murphy.rules.rule import Rule
 from murphy.storage import open_store
+from murphy.trial.trial import Trial
+from murphy.trial.worker_view import WorkerView
 
 REPORT_FILE = "xgboost_report.html"
 _IMPORTANCE = re.compile(r"^feature_importance/([^/]+)/(.+)$")
@@ -57,9 +65,25 @@ class CreateXgboostReport(Rule):
         self.depths: list[tuple[int, float]] = []
         self.html = ""
         self.reports_written = 0
+        self.worker: str | None = None  # the worker reported, with several
+        self._view: WorkerView | None = None
+
+    def _reported_trial(self) -> Any:
+        """The trial itself, or with several workers its first worker's view."""
+        trial = self.base_trial
+        if self._view is not None:
+            return self._view
+        workers = trial.workers() if isinstance(trial, Trial) else []
+        if len(workers) < 2:
+            return trial
+        self.worker = workers[0]
+        self._view = WorkerView(trial, workers[0])
+        return self._view
 
     def invoke_at_step(self, step: int) -> bool:
-        trial = self.base_trial
+        trial = self._reported_trial()
+        if isinstance(trial, WorkerView) and not trial.wrote(step):
+            return False
         names = trial.tensor_names(step=step)
         importance: dict[str, dict[str, float]] = {}
         for name in names:
@@ -82,7 +106,8 @@ class CreateXgboostReport(Rule):
     def _confusion(self, step: int, names: list[str]) -> None:
         if "labels" not in names or "predictions" not in names:
             return
-        labels, preds = value_at(self.base_trial, "labels", step), value_at(self.base_trial, "predictions", step)
+        trial = self._reported_trial()
+        labels, preds = value_at(trial, "labels", step), value_at(trial, "predictions", step)
         if labels is None or preds is None:
             return
         lab, pred = class_indices(labels, preds, argmax=False)
@@ -96,8 +121,9 @@ class CreateXgboostReport(Rule):
     def _depth(self, step: int, names: list[str]) -> None:
         if "trees/Node" not in names:
             return
-        nodes = value_at(self.base_trial, "trees/Node", step)
-        trees = value_at(self.base_trial, "trees/Tree", step) if "trees/Tree" in names else None
+        trial = self._reported_trial()
+        nodes = value_at(trial, "trees/Node", step)
+        trees = value_at(trial, "trees/Tree", step) if "trees/Tree" in names else None
         if nodes is not None and nodes.size:
             self.depths.append((step, float(max(TreeDepth.tree_depths(nodes, trees).values()))))
 
@@ -112,6 +138,9 @@ class CreateXgboostReport(Rule):
         sections = [f"<h1>XGBoost training report</h1><p>Up to step {step}; written "
                     f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S')} UTC by murphy's "
                     "CreateXgboostReport rule.</p>"]
+        if self.worker is not None:
+            sections.append(f"<p>Worker {escape(self.worker)} (rank 0) of a multi-worker job: distributed "
+                            "XGBoost trains one model on every worker, so the others report the same.</p>")
         if self.hyperparameters:
             rows = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in sorted(self.hyperparameters.items()))
             sections.append(f"<h2>Hyperparameters</h2><table>{rows}</table>")

@@ -17,13 +17,13 @@ from murphy.rules.builtin._common import (
     step_label,
     value_at,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import as_float, as_int
-from murphy.rules.rule import Rule
 
 _ACCEPTED = ("threshold", "nfeatures", "tensor_regex")
 
 
-class FeatureImportanceOverweight(Rule):
+class FeatureImportanceOverweight(EveryWorker):
     """Fires at the first step where the ``nfeatures`` largest normalised feature importances
     sum to more than ``threshold``.
 
@@ -57,7 +57,7 @@ class FeatureImportanceOverweight(Rule):
             ".*feature_importance/weight"
         ]
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         importances: dict[str, float] = {}
         for tname in self.base_trial.tensor_names(step=step, regex=self.tensor_regex):
             value = value_at(self.base_trial, tname, step)

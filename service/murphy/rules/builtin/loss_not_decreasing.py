@@ -22,8 +22,8 @@ from murphy.rules.builtin._common import (
     require,
     scalar,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import RuleParameterError, as_bool, as_float, as_int
-from murphy.rules.rule import Rule
 
 # Without a ``mode`` parameter the rule watches the first of these modes that has losses.
 MODE_ORDER = (ModeKeys.EVAL, ModeKeys.TRAIN, ModeKeys.GLOBAL)
@@ -42,7 +42,7 @@ class _Window:
     checked: bool = False
 
 
-class LossNotDecreasing(Rule):
+class LossNotDecreasing(EveryWorker):
     """Fires when a loss did not decrease by ``diff_percent`` % over ``num_steps`` steps.
 
     Steps are mode steps of the watched mode (``mode``, else the first of EVAL, TRAIN, GLOBAL
@@ -124,7 +124,7 @@ class LossNotDecreasing(Rule):
                 return mode
         return ModeKeys.GLOBAL
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         trial = self.base_trial
         names = loss_names(trial, self.collection_names, self.tensor_regex, self.use_losses_collection)
         mode = self._watched_mode(names)

@@ -17,13 +17,13 @@ from murphy.rules.builtin._common import (
     step_label,
     value_at,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import RuleParameterError, as_float, as_list
-from murphy.rules.rule import Rule
 
 _ACCEPTED = ("tensor_regex", "token_values", "token_thresholds_percent")
 
 
-class NLPSequenceRatio(Rule):
+class NLPSequenceRatio(EveryWorker):
     """Fires at the first step where, in an input tensor matching ``tensor_regex``, the share of
     a token in ``token_values`` is above its threshold in ``token_thresholds_percent``.
 
@@ -66,7 +66,7 @@ class NLPSequenceRatio(Rule):
         for t in self.token_thresholds_percent:
             require(0 <= t <= 100, name, "token_thresholds_percent", t, "a percentage between 0 and 100")
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         names = self.base_trial.tensor_names(step=step, regex=self.tensor_regex)
         for tname in layer_order(self.base_trial, names, step):
             value = value_at(self.base_trial, tname, step)

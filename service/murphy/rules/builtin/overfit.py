@@ -18,8 +18,8 @@ from murphy.rules.builtin._common import (
     scalar,
 )
 from murphy.rules.builtin._metric_pairs import first_value, validation_pairs
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import as_float, as_int
-from murphy.rules.rule import Rule
 
 # The val-train gap must exceed this many standard errors of the mean train loss.
 NOISE_SE = 3.0
@@ -27,7 +27,7 @@ NOISE_SE = 3.0
 VAL_RISE = 0.001
 
 
-class Overfit(Rule):
+class Overfit(EveryWorker):
     """Fires when ``(mean val loss - mean train loss) / |mean train loss| > ratio_threshold``
     at ``patience`` consecutive evaluations.
 
@@ -121,7 +121,7 @@ class Overfit(Rule):
             return saved[i - 1]
         return None
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         trial = self.base_trial
         if step < self.start_step:
             return False

@@ -10,8 +10,8 @@ from typing import Any
 from murphy.core.modes import ModeKeys
 from murphy.rules.builtin._common import fmt, loss_names, reject_unknown, require, scalar
 from murphy.rules.builtin._metric_pairs import first_value, validation_pairs
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import as_float, as_int
-from murphy.rules.rule import Rule
 
 
 @dataclass
@@ -30,7 +30,7 @@ class _Recent:
     last: int = -1
 
 
-class Overtraining(Rule):
+class Overtraining(EveryWorker):
     """Fires when a loss has not improved by more than ``delta`` for a number of saved steps:
     ``patience_train`` TRAIN saves (GLOBAL saves count as training) or ``patience_validation``
     EVAL saves.
@@ -104,7 +104,7 @@ class Overtraining(Rule):
             return None
         return sum(recent.values) / len(recent.values)
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         trial = self.base_trial
         mode = trial.mode(step) or ModeKeys.GLOBAL
         if mode is ModeKeys.PREDICT:

@@ -21,8 +21,8 @@ from murphy.rules.builtin._common import (
     scalar,
     value_at,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import as_float, as_int
-from murphy.rules.rule import Rule
 
 
 def _spread(values: Array) -> float:
@@ -34,7 +34,7 @@ def _spread(values: Array) -> float:
     return float(p95 - p5)
 
 
-class PoorWeightInitialization(Rule):
+class PoorWeightInitialization(EveryWorker):
     """Checks the first ``steps`` TRAIN steps (GLOBAL steps in a trial without modes) and fires
     at the first of:
 
@@ -91,7 +91,7 @@ class PoorWeightInitialization(Rule):
         self._losses: dict[str, list[float]] = {}
         self._last: int = -1
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         mode, mode_step = self.base_trial.mode_modestep(step)
         if mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL) or mode_step is None or mode_step >= self.steps:
             return False

@@ -19,8 +19,8 @@ from murphy.rules.builtin._common import (
     step_label,
     value_at,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import RuleParameterError
-from murphy.rules.rule import Rule
 from murphy.trial import StepState, create_trial
 
 _ACCEPTED = ("collection_names", "tensor_regex", "other_trials", "other_trial_<i>")
@@ -41,7 +41,7 @@ def max_abs_diff(a: Array, b: Array) -> float:
     return float(finite.max()) if finite.size else 0.0
 
 
-class SimilarAcrossRuns(Rule):
+class SimilarAcrossRuns(EveryWorker):
     """Fires at the first step where a selected tensor of the base trial differs from the same
     tensor at the same global step of one of ``other_trials``.
 
@@ -99,7 +99,7 @@ class SimilarAcrossRuns(Rule):
             return True
         return state is StepState.AVAILABLE
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         names = selected_in_layer_order(self.base_trial, step, self.collection_names, self.tensor_regex)
         others = [t for t in self.other_trials if self._has_step(t, step)]
         for tname in names:

@@ -8,8 +8,8 @@ from typing import Any
 
 from murphy.exceptions import MurphyError
 from murphy.rules.builtin._common import fmt, reject_unknown, require
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import as_bool, as_float
-from murphy.rules.rule import Rule
 from murphy.tensorio.locations import index_file_key
 from murphy.tensorio.reader import read_index, read_tensor_record
 
@@ -35,7 +35,7 @@ def step_wall_time(trial: Any, step: int) -> float | None:
     return None
 
 
-class StalledTrainingRule(Rule):
+class StalledTrainingRule(EveryWorker):
     """Fires when no new tensor was written for more than ``threshold`` seconds.
 
     A stall is the absence of steps, so per-step evaluation alone cannot see it while it
@@ -95,7 +95,7 @@ class StalledTrainingRule(Rule):
         self.last_progress = when
         self._reported = False
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         if self.last_step is not None and step <= self.last_step:
             return False
         now = self.clock()
@@ -119,8 +119,25 @@ class StalledTrainingRule(Rule):
 
     def check_stalled(self, now: float | None = None) -> bool:
         """Call on each poll tick while no new step is available; True (once per stall, with
-        :attr:`finding` set) when nothing new was written for more than ``threshold`` seconds."""
+        :attr:`finding` set) when nothing new was written for more than ``threshold`` seconds.
+
+        With several workers each is watched on its own (its own steps, incomplete ones
+        included): one rank that hangs while the others still write is a stall."""
         now = self.clock() if now is None else now
+        copies = self.worker_copies()
+        if not copies:
+            return self._check_stalled_one(now)
+        fired = None
+        for worker, rule in copies:
+            assert isinstance(rule, StalledTrainingRule)  # a copy is built as type(self)
+            if rule._check_stalled_one(now) and fired is None:
+                fired = self._labelled(rule.finding, rule.last_step or 0, worker)
+        if fired is None:
+            return False
+        self.finding = fired
+        return True
+
+    def _check_stalled_one(self, now: float) -> bool:
         trial = self.base_trial
         steps = trial.steps(show_incomplete_steps=True)
         if trial.loaded_all_steps:

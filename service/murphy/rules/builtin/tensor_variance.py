@@ -17,13 +17,13 @@ from murphy.rules.builtin._common import (
     selected_in_layer_order,
     step_label,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import RuleParameterError, as_optional_float
-from murphy.rules.rule import Rule
 
 _ACCEPTED = ("collection_names", "tensor_regex", "max_threshold", "min_threshold")
 
 
-class TensorVariance(Rule):
+class TensorVariance(EveryWorker):
     """Fires at the first step where a selected tensor's variance is ``> max_threshold`` or
     ``< min_threshold``.
 
@@ -82,7 +82,7 @@ class TensorVariance(Rule):
         arr = np.asarray(value, dtype=np.float64)
         return float(np.var(arr)) if arr.size else None
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         names = selected_in_layer_order(self.base_trial, step, self.collection_names, self.tensor_regex)
         for tname in names:
             var = self._variance(tname, step)

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from murphy.rules.builtin._common import Array, fmt, reject_unknown, require, step_label, value_at
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import as_float
-from murphy.rules.rule import Rule
 
 _ACCEPTED = ("depth",)
 _NODE = re.compile(r"(^|/)trees/Node$")
@@ -21,7 +21,7 @@ def node_depth(node_id: int) -> int:
     return (int(node_id) + 1).bit_length() - 1
 
 
-class TreeDepth(Rule):
+class TreeDepth(EveryWorker):
     """Fires at the first step where the deepest tree saved at that step is shallower than
     ``depth``.
 
@@ -69,7 +69,7 @@ class TreeDepth(Rule):
             depths[int(tree)] = node_depth(max(largest, 0))
         return depths
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         for tname in self.base_trial.tensor_names(step=step):
             if not _NODE.search(tname):
                 continue

@@ -18,13 +18,13 @@ from murphy.rules.builtin._common import (
     step_label,
     value_at,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import as_bool, as_float, as_int
-from murphy.rules.rule import Rule
 
 _ACCEPTED = ("collection_names", "tensor_regex", "num_steps", "rtol", "atol", "equal_nan")
 
 
-class UnchangedTensor(Rule):
+class UnchangedTensor(EveryWorker):
     """Fires at step ``s`` when a selected tensor saved at ``s`` has the same value at each of
     its last ``num_steps`` saved steps up to and including ``s``.
 
@@ -101,7 +101,7 @@ class UnchangedTensor(Rule):
                 largest = max(largest, float(finite.max()))
         return largest
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         if self.base_trial.mode(step) in (ModeKeys.EVAL, ModeKeys.PREDICT):
             return False
         names = selected_in_layer_order(self.base_trial, step, self.collection_names, self.tensor_regex)

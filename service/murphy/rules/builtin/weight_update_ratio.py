@@ -17,11 +17,11 @@ from murphy.rules.builtin._common import (
     require,
     value_at,
 )
+from murphy.rules.builtin._workers import EveryWorker
 from murphy.rules.params import RuleParameterError, as_float, as_optional_int
-from murphy.rules.rule import Rule
 
 
-class WeightUpdateRatio(Rule):
+class WeightUpdateRatio(EveryWorker):
     """Fires when ``ratio > large_threshold`` or ``ratio < small_threshold`` for a tensor of
     the ``weights`` collection, where
 
@@ -68,7 +68,7 @@ class WeightUpdateRatio(Rule):
         i = bisect.bisect_left(saved, s)
         return saved[i - 1] if i > 0 else None
 
-    def invoke_at_step(self, step: int) -> bool:
+    def invoke_worker_step(self, step: int) -> bool:
         trial = self.base_trial
         mode, s = trial.mode_modestep(step)
         if mode in (ModeKeys.EVAL, ModeKeys.PREDICT) or mode is None or s is None:
