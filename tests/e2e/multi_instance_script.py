@@ -4,7 +4,9 @@ tests unchanged on every runtime (it is the job's ``sagemaker_program``).
 It prints its view of SageMaker's host contract as one ``CONTRACT {json}`` log line per rank,
 saves tensors through smdebug's hook (``include_workers=all`` in the job's hook parameters) and,
 on request, puts a NaN in rank ``--nan-rank``'s input at step ``--nan-step`` or fails rank
-``--fail-rank`` (a failure file, then exit 3) at step ``--fail-step``.
+``--fail-rank`` (a failure file, then exit 3) at step ``--fail-step``, or makes rank
+``--flat-loss-rank``'s loss flat (a constant, with no gradient) while the other ranks' loss falls
+steadily on one fixed batch.
 """
 
 import argparse
@@ -25,6 +27,7 @@ parser.add_argument("--nan-rank", type=int, default=-1)
 parser.add_argument("--nan-step", type=int, default=4)
 parser.add_argument("--fail-rank", type=int, default=-1)
 parser.add_argument("--fail-step", type=int, default=2)
+parser.add_argument("--flat-loss-rank", type=int, default=-1)
 args, _ = parser.parse_known_args()
 
 dist.init_process_group("gloo")
@@ -45,8 +48,11 @@ hook.register_module(model)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 loss_fn = torch.nn.MSELoss()
 hook.register_loss(loss_fn)
+fixed_x = torch.randn(8, 4)
 for step in range(args.steps):
-    x = torch.randn(8, 4)
+    # One fixed batch when a flat loss is asked for: the healthy ranks' loss then falls at every
+    # step (gradient descent on a convex quadratic), so only the flat rank can be found.
+    x = fixed_x if args.flat_loss_rank >= 0 else torch.randn(8, 4)
     if rank == args.nan_rank and step == args.nan_step:
         x[0, 0] = float("nan")
     if rank == args.fail_rank and step == args.fail_step:
@@ -55,7 +61,10 @@ for step in range(args.steps):
         print(f"rank {rank} fails at step {step}", flush=True)
         sys.exit(3)
     optimizer.zero_grad()
-    loss = loss_fn(model(x), torch.zeros(8, 1))
+    out = model(x)
+    if rank == args.flat_loss_rank:
+        out = out * 0 + 1  # the loss is 1.0 at every step and this rank's gradients are zero
+    loss = loss_fn(out, torch.zeros(8, 1))
     loss.backward()
     for p in model.parameters():  # data parallel by hand: gradients averaged over the ranks
         dist.all_reduce(p.grad)

@@ -5,7 +5,8 @@ A 2-host ``torch.distributed`` (gloo) job, launched with ``torchrun`` across ``a
 ``algo-2`` by the toolkit as SageMaker's does for ``sagemaker_torch_distributed_enabled``: each
 host sees SageMaker's contract (resourceconfig.json, ``SM_*``), both workers' tensors are saved,
 a NaN on rank 1 only is found by ExplodingTensor at that very step (every worker is read), and
-both hosts are stopped; a failing host fails the job with its own reason; logs stream per host;
+both hosts are stopped; a loss that stops falling on rank 1 only is found by LossNotDecreasing on
+worker_1 (a series rule follows each worker's own loss); a failing host fails the job with its own reason; logs stream per host;
 the host cap is a ValidationException.
 """
 
@@ -140,6 +141,30 @@ def test_two_hosts_nan_on_rank_1_is_found_and_stops_both(request: pytest.Fixture
         assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == (str(i), "2", "0")
     assert by_host["algo-1"]["env"]["MASTER_PORT"] == by_host["algo-2"]["env"]["MASTER_PORT"]
     assert still_running(request, runtime, name) == []  # both hosts (and the rule) ended before Stopped
+
+
+@pytest.mark.slow
+def test_two_hosts_a_flat_loss_on_rank_1_is_found_on_worker_1(request: pytest.FixtureRequest, make_server: Any,
+                                                               monkeypatch: pytest.MonkeyPatch, runtime: str) -> None:  # noqa: F811
+    server = start_plane(request, make_server, monkeypatch, runtime, "local")
+    client = server.client()
+    name = "multi-flat"
+    body = request_body(name, put_source(server), **{"flat-loss-rank": "1"})
+    body["DebugRuleConfigurations"] = [{"RuleConfigurationName": "LossNotDecreasing", "RuleEvaluatorImage": RULE_IMAGE,
+                                        "RuleParameters": {"rule_to_invoke": "LossNotDecreasing"}}]
+    client.create_training_job(**body)
+    job, _ = watch(client, name, timeout=240)
+    assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("Stopped", "Stopped"), (job, server.log()[-4000:])
+    rule = job["DebugRuleEvaluationStatuses"][0]
+    assert rule["RuleEvaluationStatus"] == "IssuesFound", rule
+    # worker_0's loss fell at every step: a finding there (or one mixing both series) is wrong.
+    assert "on worker_1" in rule["StatusDetails"] and "worker_0" not in rule["StatusDetails"], rule["StatusDetails"]
+    trial = create_trial(f"s3://murphy-e2e/debug/{name}/debug-output")
+    loss = trial.tensor(trial.tensor_names(collection="losses")[0])
+    first = loss.steps()[0]
+    assert float(loss.value(first, worker="worker_1")) == 1.0
+    assert float(loss.value(loss.steps()[-1], worker="worker_0")) < float(loss.value(first, worker="worker_0"))
+    assert still_running(request, runtime, name) == []
 
 
 @pytest.mark.slow
