@@ -96,7 +96,8 @@ def test_xla_and_graph_fit_save_the_same_gradients(keras_runs: Path) -> None:
             np.testing.assert_allclose(jit.tensor(name).value(step, mode=ModeKeys.TRAIN), a, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize(("run", "every_step"), [("fit_every3", "fit"), ("fit_every3_jit", "fit_jit")])
+@pytest.mark.parametrize(("run", "every_step"), [("fit_every3", "fit"), ("fit_every3_jit", "fit_jit"),
+                                                   ("fit_every3_eager", "fit")])
 def test_gradients_saved_every_third_batch_are_that_batchs(run: str, every_step: str, keras_runs: Path) -> None:
     """The gradient copy runs on saving batches only: what an every-3rd-batch run saves is that
     batch's gradient (the every-batch run's at the same step), never a stale earlier one."""
@@ -111,6 +112,13 @@ def test_gradients_saved_every_third_batch_are_that_batchs(run: str, every_step:
             w = f"{layer}/weights/net/{layer}/{var}:0"
             np.testing.assert_array_equal(sparse.tensor(w).value(3, mode=ModeKeys.TRAIN),
                                           full.tensor(w).value(3, mode=ModeKeys.TRAIN))
+    # Batch 7 (no save) ran Keras' own train function, which copies nothing: the shadows still
+    # hold batch 6's gradients at the end, not batch 7's.
+    with np.load(keras_runs / f"{run}.truth.npz") as z:
+        for layer in LAYERS:
+            name, shadow = f"gradients/net/{layer}/kernelGrad", z[f"shadow|net~{layer}~kernel"]
+            np.testing.assert_allclose(shadow, full.tensor(name).value(6, mode=ModeKeys.TRAIN), rtol=1e-5, atol=1e-7)
+            assert not np.allclose(shadow, full.tensor(name).value(7, mode=ModeKeys.TRAIN), rtol=1e-5, atol=1e-7)
 
 
 def test_tape_proxy_saves_what_the_loop_computed(keras_runs: Path) -> None:

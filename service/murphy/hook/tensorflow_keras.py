@@ -8,11 +8,12 @@ saving step, at the batch's end:
 * every layer's weights as ``<layer.name>/weights/<variable.path>:0`` (``dense/weights/dense/kernel:0``)
   in ``biases`` when the name contains ``bias``, else ``weights``: the values after the update;
 * the optimizer's variables as ``<variable.path>:0`` in ``optimizer_variables`` (TRAIN only);
-* opt-in, :meth:`KerasHook.wrap_optimizer`: gradients as ``gradients/<variable.path>Grad``. The
-  wrapper copies every gradient into a fixed-shape shadow variable inside the compiled train step
-  (so it works with and without XLA), under a ``tf.cond`` on a flag variable the callback raises
-  for saving TRAIN batches only, so other batches copy nothing; the callback reads them at the
-  batch's end;
+* opt-in, :meth:`KerasHook.wrap_optimizer`: gradients as ``gradients/<variable.path>Grad``. For
+  the saving TRAIN batches only, the callback swaps in a second train function that Keras built
+  from the same ``train_step`` (same ``jit_compile``, ``run_eagerly``) and whose trace copies
+  every gradient into a fixed-shape shadow variable (plain assigns: XLA-safe); it reads the
+  shadows at the batch's end and swaps Keras' own function back. Every other batch runs Keras'
+  own train function, traced without any copy;
 * opt-in, :meth:`KerasHook.save_layer_outputs`: layer outputs as ``<layer.name>/outputs`` in
   ``outputs`` and ``layers``, returned by the train step itself (``model.train_step`` of that
   instance) and taken out of ``logs`` again before any other callback sees them.
@@ -108,9 +109,13 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         # id(variable) -> (variable, its shadow gradient variable, export name)
         self._shadows: dict[int, tuple[Any, Any, str]] = {}
         self._grads_written = False
-        # Raised for the saving TRAIN batches whose gradients are due (see wrap_optimizer).
-        self._capture: Any = None
-        self._capturing = False
+        # True while the capture train function runs: a trace of the wrapped optimizer's apply
+        # made then copies the gradients, any other trace (Keras' own function) does not.
+        self._tracing_capture = False
+        # (Keras' train function, the capture function built beside it) (see _swap_in_capture).
+        self._capture_fn: tuple[Any, Any] | None = None
+        # Keras' own train function while the capture function stands in for it (one batch).
+        self._swapped: Any = None
         # id(tf variables) -> a tf.function reading them all in one call (see _read_values).
         self._readers: dict[tuple[int, ...], Any] = {}
 
@@ -124,35 +129,28 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     def wrap_optimizer(self, optimizer: Any) -> Any:
         """Save the gradients *this* optimizer instance applies; returns the same optimizer.
 
-        The instance's ``apply`` (which ``apply_gradients`` and Keras' train step end in) first
-        copies each gradient into a shadow variable of the same shape. Call it before ``fit``.
+        The instance's ``apply`` (which ``apply_gradients`` and Keras' train step end in) copies
+        each gradient into a shadow variable of the same shape, in the train function the hook
+        runs for saving TRAIN batches only (see :meth:`_swap_in_capture`). Call it before ``fit``.
         """
         if not hasattr(optimizer, "apply"):
             _log.warning("murphy hook: wrap_optimizer needs a Keras 3 optimizer, got %s; gradients "
                          "will not be saved", type(optimizer).__name__)
             return optimizer
         original = optimizer.apply
-        if self._capture is None:
-            self._capture = tf.Variable(False, trainable=False, name="murphy_capture_gradients")
 
         def apply(grads: Any, trainable_variables: Any = None) -> Any:
             grads = list(grads)
             variables = list(trainable_variables) if trainable_variables is not None else None
-            copies = []
-            if variables is not None:
+            # Decided when traced (or, run eagerly, when called): only the capture function's
+            # trace holds the copies, so Keras' own function runs no extra op at all (a tf.cond
+            # on a flag variable cost ~1 % of a small CNN's step, every batch).
+            if self._tracing_capture and variables is not None:
                 for grad, var in zip(grads, variables, strict=False):
                     hit = self._shadows.get(id(var))
                     if hit is not None and grad is not None and not isinstance(grad, tf.IndexedSlices):
-                        copies.append((hit[1], grad))
-            if copies:
-                # Most batches save nothing: copy only when the callback raised the flag.
-                def copy() -> Any:
-                    for shadow, grad in copies:
-                        shadow.assign(tf.cast(grad, shadow.dtype))
-                    return tf.constant(True)
-
-                tf.cond(self._capture, copy, lambda: tf.constant(False))
-                self._grads_written = True
+                        hit[1].assign(tf.cast(grad, hit[1].dtype))
+                        self._grads_written = True
             return original(grads, variables)
 
         optimizer.apply = apply
@@ -240,11 +238,43 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
     def _full_begin(self, mode: ModeKeys) -> None:
         self.set_mode(mode)
         self._begin_full_step()
-        capture = (self._capture is not None and self._saving and mode is ModeKeys.TRAIN
-                   and CollectionKeys.GRADIENTS in self._due)
-        if capture != self._capturing:
-            self._capture.assign(capture)
-            self._capturing = capture
+        if (self._optimizers and self._saving and mode is ModeKeys.TRAIN
+                and CollectionKeys.GRADIENTS in self._due):
+            self._swap_in_capture()
+
+    def _swap_in_capture(self) -> None:
+        """Run this batch with the capture train function in place of Keras' own one.
+
+        ``fit`` and ``train_on_batch`` look ``model.train_function`` up at every batch. The capture
+        function is built by Keras itself (``make_train_function(force=True)``: the model's
+        ``train_step``, ``jit_compile`` and ``run_eagerly``), once per Keras train function (a
+        new one after ``compile``); tracing it costs one more trace at the first saving batch.
+        """
+        model = self.model
+        if model is None or not hasattr(model, "make_train_function"):
+            return
+        model.make_train_function()  # what fit / train_on_batch do first (a no-op once made)
+        own = model.train_function
+        if self._capture_fn is None or self._capture_fn[0] is not own:
+            model.make_train_function(force=True)
+            built = model.train_function
+            model.train_function = own
+
+            def capture(*args: Any, **kwargs: Any) -> Any:
+                self._tracing_capture = True
+                try:
+                    return built(*args, **kwargs)
+                finally:
+                    self._tracing_capture = False
+
+            self._capture_fn = (own, capture)
+        self._swapped = own
+        model.train_function = self._capture_fn[1]
+
+    def _swap_back(self) -> None:
+        own, self._swapped = self._swapped, None
+        if self.model is not None and own is not None:
+            self.model.train_function = own
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self._batch_end(logs)
@@ -259,12 +289,8 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         extras = _take_layer_outputs(logs)
         if self._saving:
             self.guard.run("batch_end", self._save_batch, logs, extras)
-        if self._capturing:  # the next batches take the quiet path, which never lowers it
-            self.guard.run("batch_end", self._stop_capture)
-
-    def _stop_capture(self) -> None:
-        self._capture.assign(False)
-        self._capturing = False
+        if self._swapped is not None:  # also when saving failed: Keras' own function comes back
+            self._swap_back()
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         # Keras falls back to the last batch's logs for the epoch's: History must not keep them.
@@ -275,6 +301,8 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
 
     def on_train_end(self, logs: Any = None) -> None:
         _take_layer_outputs(logs)
+        if self._swapped is not None:  # a batch that raised before its end
+            self._swap_back()
         # The last step goes to the writer now; close() (or exit) writes the end marker.
         self.guard.run("on_train_end", self._end_step)
 
@@ -301,7 +329,7 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
             if optimizer is not None and self._step_mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
                 for var in optimizer.variables:
                     due.append((CollectionKeys.OPTIMIZER_VARIABLES, f"{_var_path(var)}:0", var))
-        if self._grads_written and self._step_mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+        if self._grads_written and self._swapped is not None:  # the shadows hold this batch's
             for _var, shadow, name in self._shadows.values():
                 due.append((CollectionKeys.GRADIENTS, name, shadow))
         due = [item for item in due if self._wants(item[0], item[1])]

@@ -5,7 +5,8 @@ usage: python keras_runs.py OUT_BASE   → OUT_BASE/<run>/ (trials) + OUT_BASE/<
 * ``fit`` / ``fit_jit``: ``model.fit`` with validation data (TRAIN and EVAL batches), gradients
   through ``wrap_optimizer``, layer outputs through ``save_layer_outputs``; ``fit_jit`` compiles
   the train step with XLA (``jit_compile=True``); ``fit_every3`` / ``fit_every3_jit`` save every
-  third batch only (the gradient copy runs on saving batches only);
+  third batch only (the gradient copy runs on saving batches only); ``fit_every3_eager`` too, with
+  ``run_eagerly=True`` (the capture train function then runs the copies eagerly);
 * ``tape``: a custom eager loop through ``hook.wrap_tape(tape)`` plus ``save_tensor``; the truth
   file holds the loss and gradients the loop itself got.
 """
@@ -36,19 +37,23 @@ def model() -> keras.Model:
                              keras.layers.Dense(1, name="dense_1")], name="net")
 
 
-def fit(out_dir: Path, jit: bool, interval: int = 1) -> None:
+def fit(out_dir: Path, jit: bool, interval: int = 1, eager: bool = False) -> None:
     hook = smd.KerasHook(out_dir=str(out_dir), save_config=smd.SaveConfig(save_interval=interval),
                          include_collections=["weights", "biases", "gradients", "losses", "metrics", "outputs"])
     m = model()
     opt = hook.wrap_optimizer(keras.optimizers.Adam(0.01))
     hook.save_layer_outputs(m)
-    m.compile(optimizer=opt, loss="mse", metrics=["mae"], jit_compile=jit)
+    m.compile(optimizer=opt, loss="mse", metrics=["mae"], jit_compile=jit, run_eagerly=eager)
     x, y = data()
     history = m.fit(x, y, batch_size=BATCH, epochs=EPOCHS, validation_data=(x[:16], y[:16]),
                     callbacks=[hook], verbose=0, shuffle=False)
     assert not any(k.startswith("__murphy") for k in history.history), history.history.keys()
+    # The capture train function stood in for saving batches only: Keras' own one is back.
+    assert hook._capture_fn is not None and m.train_function is hook._capture_fn[0]
+    # What the shadow gradients hold after the run: the last *saving* batch's (the test checks).
+    shadows = {f"shadow|{v.path}".replace("/", "~"): s.numpy() for v, s, _n in hook._shadows.values()}
     hook.close()
-    np.savez(str(out_dir) + ".truth.npz", loss=np.array(history.history["loss"]))
+    np.savez(str(out_dir) + ".truth.npz", loss=np.array(history.history["loss"]), **shadows)
 
 
 def tape(out_dir: Path) -> None:
@@ -80,5 +85,6 @@ if __name__ == "__main__":
     fit(base / "fit_jit", jit=True)
     fit(base / "fit_every3", jit=False, interval=3)
     fit(base / "fit_every3_jit", jit=True, interval=3)
+    fit(base / "fit_every3_eager", jit=False, interval=3, eager=True)
     tape(base / "tape")
     print("ok", flush=True)
