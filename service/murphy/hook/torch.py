@@ -97,6 +97,7 @@ class Hook(BaseHook):
         # Set before BaseHook's constructor: its atexit close() may run on a half-built hook.
         self._deferred: DeferredCopies | None = None
         self._awaiting: dict[torch.nn.Parameter, Any] = {}
+        self._roots: set[int] = set()
         super().__init__(
             out_dir, dry_run, reduction_config, save_config, include_regex, include_collections,
             save_all, include_workers, backend=backend, rank=rank, world_size=world, **kwargs,
@@ -140,6 +141,7 @@ class Hook(BaseHook):
             self._add_io_module(sub, root if name == "" else name)
         # The only callback present on every step: it counts steps and (un)installs the others.
         module.register_forward_pre_hook(self._forward_pre_hook)
+        self._roots.add(id(module))
         for pname, param in module.named_parameters():
             full = f"{root}_{pname}"
             self._param_ids[id(param)] = len(self._params)
@@ -194,6 +196,8 @@ class Hook(BaseHook):
             self._save_torch(name, param)
         for opt in self._optimizers:
             self._save_optimizer(opt)
+        if self._deferred is not None:
+            self._deferred.kick()  # the weights' copies run while forward and backward do
 
     def _saving_changed(self, saving: bool) -> None:
         self._refresh_callbacks()
@@ -246,6 +250,8 @@ class Hook(BaseHook):
         for i, t in enumerate(_tensors(outputs)):
             if t is not None:
                 self._save_torch(f"{name}_output_{i}", t)
+        if self._deferred is not None and id(module) in self._roots:
+            self._deferred.kick()  # the end of a forward: its outputs are copied during backward
 
     def _gradient_hook(self, name: str, param: torch.nn.Parameter) -> Callable[[torch.Tensor], None]:
         def hook(grad: torch.Tensor) -> None:

@@ -40,6 +40,10 @@ from murphy.hook.staging import StagingPool
 
 _log = logging.getLogger(LOGGER_NAME)
 
+#: Hand-offs are batched: the copier is woken once this many bytes wait (or at :meth:`kick`),
+#: not once per tensor (each wake-up costs the training thread a futex call and a GIL hand-off).
+PUSH_BYTES = 1 << 20
+
 #: Per-name states: learning (copied on the thread, watched), deferred, on the thread for good.
 LEARNING, DEFERRED, ON_THREAD = 0, 1, 2
 
@@ -77,6 +81,8 @@ class DeferredCopies:
         self._probes: list[tuple[str, torch.Tensor, int]] = []
         # One activation is often both a module's output and the next one's input: one copy.
         self._by_id: dict[int, DeferredSnap] = {}
+        self._batch: list[DeferredSnap] = []
+        self._batch_bytes = 0
         self.state: dict[str, int] = {}
         #: Records not written because their source changed before its copy was fenced.
         self.invalidated = 0
@@ -119,8 +125,19 @@ class DeferredCopies:
         self._push(snap)
 
     def _push(self, snap: DeferredSnap) -> None:
+        self._batch.append(snap)
+        self._batch_bytes += snap.nbytes
+        if self._batch_bytes >= PUSH_BYTES:
+            self.kick()
+
+    def kick(self) -> None:
+        """Give the copier every hand-off batched so far (the end of a forward, of the weights)."""
+        batch = self._batch
+        if not batch:
+            return
+        self._batch, self._batch_bytes = [], 0
         with self._cond:
-            self._queue.append(snap)
+            self._queue.extend(batch)
             self._cond.notify()
         if self._thread is None:
             self._start()
@@ -134,8 +151,9 @@ class DeferredCopies:
         handed, probes = self._handed, self._probes
         if not handed and not probes:
             return
+        stolen, self._batch, self._batch_bytes = self._batch, [], 0
         with self._cond:
-            stolen = list(self._queue)
+            stolen.extend(self._queue)
             self._queue.clear()
         for snap in stolen:
             self._copy(snap)
