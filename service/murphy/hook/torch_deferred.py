@@ -52,10 +52,12 @@ class DeferredSnap:
     """A snapshot whose copy may still be pending: ``tensor`` is set once it is copied, and
     ``valid`` is cleared when its source changed before the fence (then it is not written)."""
 
-    __slots__ = ("name", "nbytes", "original_dtype", "pool_key", "src", "tensor", "valid", "version")
+    __slots__ = ("aliases", "name", "nbytes", "original_dtype", "pool_key", "src", "tensor", "valid", "version")
 
     def __init__(self, name: str, src: torch.Tensor | None, version: int, nbytes: int) -> None:
         self.name = name
+        #: Other names saved from the same tensor at the same version (one copy for all).
+        self.aliases: list[str] | None = None
         self.src = src
         self.version = version
         self.nbytes = nbytes
@@ -112,6 +114,8 @@ class DeferredCopies:
         """A snapshot of ``src`` to be copied off the training thread."""
         hit = self._by_id.get(id(src))
         if hit is not None and hit.src is src and hit.version == src._version:
+            if name != hit.name:
+                hit.aliases = [*(hit.aliases or ()), name]
             return hit
         snap = DeferredSnap(name, src, src._version, src.numel() * src.element_size())
         self._handed.append(snap)
@@ -185,11 +189,12 @@ class DeferredCopies:
     def _invalidate(self, snap: DeferredSnap) -> None:
         snap.valid = False
         self.invalidated += 1
-        if self.state.get(snap.name) != ON_THREAD:
-            self.state[snap.name] = ON_THREAD
-            _log.warning("murphy hook: %s changed in place before its deferred copy was checked; it is not "
-                         "written for this step (%d records so far) and is copied on the training thread "
-                         "from now on", snap.name, self.invalidated)
+        for name in (snap.name, *(snap.aliases or ())):
+            if self.state.get(name) != ON_THREAD:
+                self.state[name] = ON_THREAD
+                _log.warning("murphy hook: %s changed in place before its deferred copy was checked; it is "
+                             "not written for this step (%d records so far) and is copied on the training "
+                             "thread from now on", name, self.invalidated)
 
     def close(self) -> None:
         """Fence what is left and stop the copier thread."""

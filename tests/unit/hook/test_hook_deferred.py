@@ -55,7 +55,7 @@ def read_all(out: Path, steps: int = STEPS) -> dict[int, dict[str, np.ndarray]]:
 
 
 def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_none: bool = True,
-        clip: bool = False, mutate_from: int | None = None, optimizer: bool = True,
+        clip: bool = False, mutate_from: int | None = None, optimizer: bool = True, mutate_out_from: int | None = None,
         expect: dict[int, dict[str, np.ndarray]] | None = None) -> Hook:
     monkeypatch.setenv("MURPHY_HOOK_DEFERRED_COPY", "1" if deferred else "0")
     torch.manual_seed(0)
@@ -72,7 +72,11 @@ def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_no
         if expect is not None:
             expect[step] = {f"Net_{n}": p.detach().clone().numpy() for n, p in model.named_parameters()}
         opt.zero_grad(set_to_none=set_to_none)
-        loss_fn(model(x), y).backward()
+        out = model(x)
+        if mutate_out_from is not None and step >= mutate_out_from:
+            with torch.no_grad():
+                out.mul_(2.0)  # one tensor saved under two names: fc2_output_0 and Net_output_0
+        loss_fn(out, y).backward()
         if expect is not None:
             expect[step] |= {f"gradient/Net_{n}": p.grad.clone().numpy() for n, p in model.named_parameters()
                              if p.grad is not None}
@@ -179,3 +183,17 @@ def test_a_failing_deferred_copy_never_breaks_training(tmp_path: Path, monkeypat
     run(tmp_path / "b", deferred=False, monkeypatch=monkeypatch, expect=expect_plain)
     # Training went on unchanged: the weights seen at every step are the hook-free run's.
     assert_same(expect, expect_plain)
+
+
+def test_a_changed_tensor_saved_under_two_names_is_left_out_under_both(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, mutate_out_from=3)
+    run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch, mutate_out_from=3)
+    deferred, on_thread = read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread")
+    names = {"fc2_output_0", "Net_output_0"}
+    assert not names & deferred[3].keys() and names <= deferred[4].keys()
+    for name in names:
+        del on_thread[3][name]
+    assert_same(deferred, on_thread)
+    assert hook._deferred is not None and hook._deferred.invalidated == 1
+    assert all(hook._deferred.state[n] == ON_THREAD for n in names)
