@@ -72,11 +72,11 @@ def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_no
         if expect is not None:
             expect[step] = {f"Net_{n}": p.detach().clone().numpy() for n, p in model.named_parameters()}
         opt.zero_grad(set_to_none=set_to_none)
-        out = model(x)
+        logits = model(x)
         if mutate_out_from is not None and step >= mutate_out_from:
             with torch.no_grad():
-                out.mul_(2.0)  # one tensor saved under two names: fc2_output_0 and Net_output_0
-        loss_fn(out, y).backward()
+                logits.mul_(2.0)  # one tensor saved under two names: fc2_output_0 and Net_output_0
+        loss_fn(logits, y).backward()
         if expect is not None:
             expect[step] |= {f"gradient/Net_{n}": p.grad.clone().numpy() for n, p in model.named_parameters()
                              if p.grad is not None}
