@@ -103,7 +103,9 @@ class Hook(BaseHook):
             save_all, include_workers, backend=backend, rank=rank, world_size=world, **kwargs,
         )
         # Snapshot copies off the training thread (murphy.hook.torch_deferred); "0" turns it off.
-        if self._writes and os.environ.get("MURPHY_HOOK_DEFERRED_COPY", "1") != "0" and _has_fences():
+        # Only with a second core to copy on: on one core the copier adds thread switches and
+        # takes nothing off the training thread's core (benchmarks/writer_throughput.py).
+        if self._writes and os.environ.get("MURPHY_HOOK_DEFERRED_COPY", "1") != "0" and _has_fences() and _cores() > 1:
             self._deferred = backend.enable_deferred()
         # While a gradient hook saves: its parameter (a gradient is handed off from param.grad).
         self._grad_param: torch.nn.Parameter | None = None
@@ -343,6 +345,14 @@ class Hook(BaseHook):
         if isinstance(value, torch.Tensor) and value.numel() == 0:
             return
         self._save(name, value)
+
+
+def _cores() -> int:
+    """CPU cores this process may run on (its affinity mask, where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _has_fences() -> bool:

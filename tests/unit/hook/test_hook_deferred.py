@@ -6,6 +6,7 @@ in place afterwards; a tensor changed before its copy was checked is never writt
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,8 +57,10 @@ def read_all(out: Path, steps: int = STEPS) -> dict[int, dict[str, np.ndarray]]:
 
 def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_none: bool = True,
         clip: bool = False, mutate_from: int | None = None, optimizer: bool = True, mutate_out_from: int | None = None,
-        expect: dict[int, dict[str, np.ndarray]] | None = None) -> Hook:
+        expect: dict[int, dict[str, np.ndarray]] | None = None, cores: int = 2) -> Hook:
     monkeypatch.setenv("MURPHY_HOOK_DEFERRED_COPY", "1" if deferred else "0")
+    # The hook defers only with a second core: the tests do not depend on the machine's.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     torch.manual_seed(0)
     model, loss_fn = Net(), torch.nn.CrossEntropyLoss()
     model.mutate_fc1_from = mutate_from
@@ -158,6 +161,12 @@ def test_a_tensor_changed_before_its_copy_was_checked_is_not_written(
 
 def test_the_switch_turns_deferral_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hook = run(tmp_path, deferred=False, monkeypatch=monkeypatch)
+    assert hook._deferred is None
+
+
+def test_one_core_copies_on_the_training_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing to gain without a second core: the copier would only add thread switches.
+    hook = run(tmp_path, deferred=True, monkeypatch=monkeypatch, cores=1)
     assert hook._deferred is None
 
 
