@@ -10,6 +10,8 @@ variant alike. A variant saves every step:
 * ``smdebug-wg`` / ``smdebug-wgo``: the same with the real smdebug 1.0.34 (run by its venv's
   python; this file then never imports murphy). Layer outputs are selected by ``include_regex``
   (smdebug's "outputs" collection saves nothing on torch 2.x), so both write the same bytes;
+* ``murphyT-wg`` / ``murphyT-wgo``: murphy's hook with ``MURPHY_HOOK_DEFERRED_COPY=0`` (every
+  snapshot copied on the training thread, as before the deferred copies): the A/B of that change;
 * ``raw-wg`` / ``raw-wgo``: the floor: the bytes murphy's hook wrote for that step (captured once,
   before timing), written with one ``write`` per file into the same layout (one ``mkdir`` for the
   step's events directory, then ``open``/``write``/``close`` of the events file and the index file),
@@ -110,12 +112,16 @@ class Job:
         self.out_dir = tempfile.mkdtemp(prefix=f"{variant or 'plain'}-", dir=scratch) + "/run"
         self.raw = raw_files.get(self.tensors or "") if self.impl == "raw" else None
         self.raw_cpu = 0.0
-        if self.impl in ("murphy", "smdebug"):
+        if self.impl in ("murphy", "murphyT", "smdebug"):
             Hook, SaveConfig, ReductionConfig, modes = _hook_api(self.impl)
+            # murphyT: murphy with every snapshot copied on the training thread (no deferred copies).
+            if self.impl == "murphyT":
+                os.environ["MURPHY_HOOK_DEFERRED_COPY"] = "0"
             self.hook = Hook(out_dir=self.out_dir, save_config=SaveConfig(save_interval=1),
                              reduction_config=ReductionConfig(save_raw_tensor=True),
                              include_collections=COLLECTIONS[self.tensors or "wg"],
                              include_regex=OUTPUT_REGEX[self.tensors or "wg"])
+            os.environ.pop("MURPHY_HOOK_DEFERRED_COPY", None)
             self.hook.register_module(self.model)
             self.hook.register_loss(self.loss_fn)
             self.hook.set_mode(modes.TRAIN)
@@ -149,7 +155,7 @@ class Job:
             os.close(fd)
 
     def end_block(self) -> None:
-        if self.hook is not None and self.impl == "murphy":
+        if self.hook is not None and self.impl in ("murphy", "murphyT"):
             self.hook.flush()
 
     def harvest(self) -> int:
@@ -188,6 +194,35 @@ class CallbackClock:
                 return _orig(obj, self._wrap(hook), *a, **kw)
 
             setattr(owner, attr, patched)
+        # murphy's deferred copies also run in post-accumulate-grad hooks, an optimizer step
+        # pre-hook and an end-of-backward callback (torch >= 2.1; smdebug uses none of them).
+        if hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
+            orig_post = torch.Tensor.register_post_accumulate_grad_hook
+
+            def post(obj: Any, hook: Callable[..., Any]) -> Any:
+                return orig_post(obj, self._wrap(hook))  # type: ignore[no-untyped-call]
+
+            torch.Tensor.register_post_accumulate_grad_hook = post  # type: ignore[method-assign]
+        import torch.optim.optimizer as optim_mod
+        if hasattr(optim_mod, "register_optimizer_step_pre_hook"):
+            orig_opt = optim_mod.register_optimizer_step_pre_hook
+
+            def opt_pre(hook: Callable[..., Any]) -> Any:
+                return orig_opt(self._wrap(hook))
+
+            optim_mod.register_optimizer_step_pre_hook = opt_pre
+        engine, clock = torch.autograd.Variable._execution_engine, self
+
+        class Engine:
+            """The autograd engine, with callbacks queued for the end of backward timed."""
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(engine, name)
+
+            def queue_callback(self, fn: Callable[[], None]) -> None:
+                engine.queue_callback(clock._wrap(fn))
+
+        torch.autograd.Variable._execution_engine = Engine()  # type: ignore[assignment]
 
     def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -227,7 +262,7 @@ def block(job: Job, steps: int) -> dict[str, float]:
     direct = (CALLBACKS.acc - cb0) + (job.raw_cpu - raw0) + max(0.0, cpu - train)
     out = {
         "direct_cpu_ms": direct * 1e3,
-        "dropped": float(job.hook.steps_dropped) if job.impl == "murphy" else 0.0,
+        "dropped": float(job.hook.steps_dropped) if job.impl in ("murphy", "murphyT") else 0.0,
         "cpu_ms": (_cpu() - c0) * 1e3, "train_cpu_ms": (time.thread_time() - t0) * 1e3,
         "train_wall_ms": w_steps * 1e3, "wall_ms": (time.perf_counter() - w0) * 1e3,
         "switches": float(_switches() - s0),
@@ -306,6 +341,11 @@ def phases(scratch: str, steps: int) -> dict[str, Any]:
     clock = PhaseClock()
     clock.wrap(mt.TorchBackend, "snapshot", "copy off the device (training thread)")
     clock.wrap(mt.TorchBackend, "to_numpy", "to numpy (writer)")
+    from murphy.hook import torch_deferred as td
+    # Deferred snapshot copies: by the copier thread, or taken back by the training thread at a
+    # fence (optimizer step, end of backward, step end) when the copier had not reached them.
+    clock.wrap(td.DeferredCopies, "_copy", "deferred copy (copier thread)", thread="murphy-hook-copier")
+    clock.wrap(td.DeferredCopies, "_copy", "deferred copy at a fence (training thread)", thread="MainThread")
     clock.wrap(tw, "encode_tensor_event_parts", "encoding (writer)")
     clock.wrap(tw, "frame_parts", "framing + length CRC (writer)")
     clock.wrap(ti.StepIndex, "to_json_bytes", "index JSON (writer)")

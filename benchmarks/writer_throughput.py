@@ -4,7 +4,8 @@ The same CNN (benchmarks/_writer_bench_worker.py) saves every step, pinned to ON
 two: its weights+biases+gradients (``wg``, ~2.5 MB/step) and, in the ``wgo`` rows, also its layer
 outputs (~4.7 MB/step). Three writers:
 
-* murphy's PyTorch hook (murphy's venv);
+* murphy's PyTorch hook (murphy's venv), with its deferred snapshot copies (``murphy``) and with
+  every copy on the training thread (``murphyT``: ``MURPHY_HOOK_DEFERRED_COPY=0``, the A/B);
 * smdebug 1.0.34's PyTorch hook (its own venv). Its "outputs" collection saves nothing on torch
   2.x, so both libraries select the layer outputs by name (``include_regex``) and write the same
   tensors and bytes (the driver checks the MB per step and flags unequal work);
@@ -42,7 +43,7 @@ import numpy as np
 from _common import machine, run_json, smdebug_python, table
 
 WORKER = str(Path(__file__).resolve().parent / "_writer_bench_worker.py")
-MURPHY_VARIANTS = "murphy-wg,murphy-wgo,raw-wg,raw-wgo"
+MURPHY_VARIANTS = "murphy-wg,murphy-wgo,murphyT-wg,murphyT-wgo,raw-wg,raw-wgo"
 SMDEBUG_VARIANTS = "smdebug-wg,smdebug-wgo"
 
 
@@ -145,6 +146,12 @@ def main() -> None:
         verdicts.append(f"{t}, 2 cores: murphy's training thread +{two['train_wall']:.2f} ms/step (wall; "
                         f"+{two['train_cpu']:.2f} ms CPU) = {100 * share:.0f} % of its one-core added "
                         f"{one['cpu']:.2f} ms/step; target <= 10 % → {'OK' if share <= 0.10 else 'MISSED'}")
+    for cores in (1, 2):
+        for t in ("wg", "wgo"):
+            d, o = s[(f"murphy-{t}", cores)], s[(f"murphyT-{t}", cores)]
+            verdicts.append(f"{t}, {cores} core(s), deferred copies vs on the training thread (murphyT): training "
+                            f"thread +{d['train_cpu']:.2f} vs +{o['train_cpu']:.2f} CPU ms/step, +{d['train_wall']:.2f} "
+                            f"vs +{o['train_wall']:.2f} ms/step wall; process +{d['cpu']:.2f} vs +{o['cpu']:.2f} CPU ms/step")
     print("\n".join(verdicts))
     ph = docs[("murphy", 1)].get("phases")
     if ph:

@@ -38,9 +38,11 @@ class TensorBackend(Protocol):
         """Called after a step's snapshots were issued; the writer calls the result first."""
         ...
 
-    def to_numpy(self, snap: Any) -> tuple[np.ndarray, str | None]:
+    def to_numpy(self, snap: Any) -> tuple[np.ndarray | None, str | None]:
         """``(array, original_dtype)`` of a snapshot; ``original_dtype`` names a dtype the
-        array had to be widened from (``"bfloat16"``), else None. Runs on the writer thread."""
+        array had to be widened from (``"bfloat16"``), else None. Runs on the writer thread.
+        ``array`` is None for a snapshot that turned out invalid (a deferred copy whose source
+        changed first): the record is then not written."""
         ...
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 import weakref
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from murphy.core.collection import Collection, CollectionKeys
 from murphy.core.modes import ModeKeys
@@ -23,7 +23,7 @@ from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
 from murphy.exceptions import HookError
 from murphy.hook.backend import NumpyBackend, TensorBackend
-from murphy.hook.collections import PYTORCH_COLLECTION_REGEXES, HookCollections
+from murphy.hook.collections import PYTORCH_COLLECTION_REGEXES, HookCollections, SavePlan
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard, guarded
 from murphy.hook.outdir import refuse_ended, resolve_out_dir
 from murphy.hook.tensorboard import TensorBoardSink
@@ -132,6 +132,9 @@ class BaseHook:
         # Per mode: (collections generation, first mode step at which anything may be due).
         self._next_due: dict[ModeKeys, tuple[int, int]] = {}
         self._records: list[Record] = []
+        self._save_cache: dict[str, SavePlan | Literal[False]] = {}
+        self._save_cache_due: frozenset[str] = frozenset()
+        self._save_cache_gen = -1
         self._pending_scalars: list[tuple[str, Any]] = []
         self._saved_any = False
         self._collections_written = False
@@ -304,16 +307,23 @@ class BaseHook:
 
     def _save(self, name: str, value: Any) -> None:
         """Snapshot ``value`` under ``name`` if a due collection wants it."""
-        if not self._due or self.guard.disabled or self._closed:
+        due_now = self._due
+        if not due_now or self.guard.disabled or self._closed:
             return
-        matched = self.collections.matching(name)
-        due = tuple(c for c in matched if c in self._due)
-        if not due:
-            return
-        plan = self.collections.plan(due)
-        for cname in due:
-            self.collections.collections[cname].add_tensor_name(name)
-        self._snapshot(name, value, plan.save_raw, plan.save_shape, plan.reductions)
+        # Every step saves the same names: their decisions are kept while the due collections
+        # and the collections' generation stay the same (the per-tensor Python of a step).
+        cache = self._save_cache
+        if self._save_cache_due != due_now or self._save_cache_gen != self.collections.generation:
+            cache.clear()
+            self._save_cache_due, self._save_cache_gen = due_now, self.collections.generation
+        plan = cache.get(name)
+        if plan is None:
+            due = tuple(c for c in self.collections.matching(name) if c in due_now)
+            plan = cache[name] = self.collections.plan(due) if due else False
+            for cname in due:
+                self.collections.collections[cname].add_tensor_name(name)
+        if plan:
+            self._snapshot(name, value, plan.save_raw, plan.save_shape, plan.reductions)
 
     def _snapshot(
         self, name: str, value: Any, raw: bool, shape: bool, reductions: tuple[tuple[str, bool], ...]

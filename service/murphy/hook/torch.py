@@ -22,10 +22,12 @@ import contextlib
 import logging
 import os
 import re
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.optim import optimizer as torch_optimizer
 
 from murphy.core.collection import CollectionKeys
 from murphy.core.reduction_config import ReductionConfig
@@ -34,6 +36,8 @@ from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.torch_backend import TorchBackend
+from murphy.hook.torch_deferred import DeferredCopies
+from murphy.hook.writer import Record
 from murphy.storage import ObjectStore
 
 _log = logging.getLogger(LOGGER_NAME)
@@ -89,10 +93,23 @@ class Hook(BaseHook):
         **kwargs: Any,
     ) -> None:
         rank, world = _dist_rank_world()
+        backend = TorchBackend()
+        # Set before BaseHook's constructor: its atexit close() may run on a half-built hook.
+        self._deferred: DeferredCopies | None = None
+        self._awaiting: dict[torch.nn.Parameter, Any] = {}
+        self._roots: set[int] = set()
         super().__init__(
             out_dir, dry_run, reduction_config, save_config, include_regex, include_collections,
-            save_all, include_workers, backend=TorchBackend(), rank=rank, world_size=world, **kwargs,
+            save_all, include_workers, backend=backend, rank=rank, world_size=world, **kwargs,
         )
+        # Snapshot copies off the training thread (murphy.hook.torch_deferred); "0" turns it off.
+        # Only with a second core to copy on: on one core the copier adds thread switches and
+        # takes nothing off the training thread's core (benchmarks/writer_throughput.py).
+        if self._writes and os.environ.get("MURPHY_HOOK_DEFERRED_COPY", "1") != "0" and _has_fences() and _cores() > 1:
+            self._deferred = backend.enable_deferred()
+        # While a gradient hook saves: its parameter (a gradient is handed off from param.grad).
+        self._grad_param: torch.nn.Parameter | None = None
+        self._backward_fence_queued = False
         self._setup_tensorboard(out_dir, export_tensorboard, tensorboard_dir)
         self._module_names: dict[int, str] = {}
         self._params: list[tuple[str, torch.nn.Parameter]] = []
@@ -126,6 +143,7 @@ class Hook(BaseHook):
             self._add_io_module(sub, root if name == "" else name)
         # The only callback present on every step: it counts steps and (un)installs the others.
         module.register_forward_pre_hook(self._forward_pre_hook)
+        self._roots.add(id(module))
         for pname, param in module.named_parameters():
             full = f"{root}_{pname}"
             self._param_ids[id(param)] = len(self._params)
@@ -172,12 +190,16 @@ class Hook(BaseHook):
     @guarded
     def _start_step(self) -> None:
         self._begin_full_step()
+        self._awaiting.clear()
+        self._backward_fence_queued = False
         if not self._saving:
             return
         for name, param in self._params:
             self._save_torch(name, param)
         for opt in self._optimizers:
             self._save_optimizer(opt)
+        if self._deferred is not None:
+            self._deferred.kick()  # the weights' copies run while forward and backward do
 
     def _saving_changed(self, saving: bool) -> None:
         self._refresh_callbacks()
@@ -198,7 +220,12 @@ class Hook(BaseHook):
         for name, param in self._grad_params:
             # A parameter frozen after registration has no gradient to save (and refuses hooks).
             if param.requires_grad:
-                handles.append(param.register_hook(self._gradient_hook(name)))  # type: ignore[no-untyped-call]
+                handles.append(param.register_hook(self._gradient_hook(name, param)))  # type: ignore[no-untyped-call]
+                if self._deferred is not None:
+                    handles.append(param.register_post_accumulate_grad_hook(self._accumulated))  # type: ignore[no-untyped-call]
+        if self._deferred is not None:
+            # Every optimizer's step() fences first: the copies must finish before it writes.
+            handles.append(torch_optimizer.register_optimizer_step_pre_hook(_optimizer_fence(self)))
 
     def _drop_callbacks(self) -> None:
         # Also runs unguarded (after the hook was disabled): must never raise into training.
@@ -211,6 +238,8 @@ class Hook(BaseHook):
         for _, param in self._grad_params:
             with contextlib.suppress(Exception):
                 _forget_empty_grad_hooks(param)
+                if param._post_accumulate_grad_hooks is not None and not param._post_accumulate_grad_hooks:
+                    param._post_accumulate_grad_hooks = None  # type: ignore[assignment]
 
     @guarded
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
@@ -223,17 +252,83 @@ class Hook(BaseHook):
         for i, t in enumerate(_tensors(outputs)):
             if t is not None:
                 self._save_torch(f"{name}_output_{i}", t)
+        if self._deferred is not None and id(module) in self._roots:
+            self._deferred.kick()  # the end of a forward: its outputs are copied during backward
 
-    def _gradient_hook(self, name: str) -> Callable[[torch.Tensor], None]:
+    def _gradient_hook(self, name: str, param: torch.nn.Parameter) -> Callable[[torch.Tensor], None]:
         def hook(grad: torch.Tensor) -> None:
-            self._grad(name, grad)
+            self._grad(name, grad, param)
 
         return hook
 
     @guarded
-    def _grad(self, name: str, grad: torch.Tensor) -> None:
-        if self._is_saving():
+    def _grad(self, name: str, grad: torch.Tensor, param: torch.nn.Parameter) -> None:
+        if not self._is_saving():
+            return
+        if self._deferred is not None and not self._backward_fence_queued:
+            # Fence at the end of this backward pass, before clipping can change param.grad.
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_fence)
+            self._backward_fence_queued = True
+        self._grad_param = param
+        try:
             self._save_torch(name, grad)
+        finally:
+            self._grad_param = None
+
+    @guarded
+    def _accumulated(self, param: torch.Tensor) -> None:
+        # Hand off param.grad: it holds exactly the tensor hook's gradient, since param.grad was
+        # None before this backward (AccumulateGrad stole or cloned it); see _snapshot.
+        snap = self._awaiting.pop(param, None)  # type: ignore[call-overload]
+        deferred = self._deferred
+        if snap is not None and deferred is not None and param.grad is not None:
+            with contextlib.suppress(Exception):  # left invalid: the fence drops it
+                deferred.hand_off(snap, param.grad)
+
+    @guarded
+    def _backward_fence(self) -> None:
+        self._backward_fence_queued = False
+        self._fence(True)
+
+    def _fence(self, in_step: bool) -> None:
+        deferred = self._deferred
+        if deferred is None:
+            return
+        try:
+            deferred.fence(in_step)
+        except Exception as exc:  # never into backward() or optimizer.step()
+            self.guard.trip(exc, "deferred copy fence")
+
+    def _snapshot(
+        self, name: str, value: Any, raw: bool, shape: bool, reductions: tuple[tuple[str, bool], ...]
+    ) -> None:
+        deferred = self._deferred
+        if deferred is None or not raw or reductions or not self._writes or not TorchBackend.deferrable(value):
+            super()._snapshot(name, value, raw, shape, reductions)
+            return
+        param = self._grad_param
+        if not deferred.wants(name) or (param is not None and param.grad is not None):
+            # Learning this name, or a gradient that will be added to an existing param.grad
+            # (in-place zero_grad, accumulation): copied here, as before.
+            super()._snapshot(name, value, raw, shape, reductions)
+            deferred.probe(name, value)
+            return
+        if param is not None:
+            snap = deferred.placeholder(name, value)
+            self._awaiting[param] = snap
+        else:
+            snap = deferred.defer(name, value)
+        self._records.append(Record(name, snap, tuple(value.shape) if shape else None))
+
+    def close(self) -> None:
+        """As :meth:`BaseHook.close`, then stop the copier thread."""
+        super().close()
+        self._awaiting.clear()
+        if self._deferred is not None:
+            try:
+                self._deferred.close()
+            except Exception as exc:
+                self.guard.trip(exc, "close")
 
     def _save_optimizer(self, opt: torch.optim.Optimizer) -> None:
         cls = type(opt).__name__
@@ -250,6 +345,32 @@ class Hook(BaseHook):
         if isinstance(value, torch.Tensor) and value.numel() == 0:
             return
         self._save(name, value)
+
+
+def _cores() -> int:
+    """CPU cores this process may run on (its affinity mask, where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _has_fences() -> bool:
+    # torch >= 2.1: the global optimizer step pre-hook and post-accumulate-grad hooks.
+    return hasattr(torch.Tensor, "register_post_accumulate_grad_hook") and hasattr(
+        torch_optimizer, "register_optimizer_step_pre_hook")
+
+
+def _optimizer_fence(hook: Hook) -> Callable[..., None]:
+    # A weak reference: torch's global hook list must not keep a dropped hook alive.
+    ref = weakref.ref(hook)
+
+    def fence(optimizer: Any, args: Any, kwargs: Any) -> None:
+        h = ref()
+        if h is not None:
+            h._fence(True)
+
+    return fence
 
 
 _HOOK: Hook | None = None

@@ -13,6 +13,7 @@ import torch
 
 from murphy.hook.backend import NumpyBackend
 from murphy.hook.staging import StagingPool
+from murphy.hook.torch_deferred import DeferredCopies, DeferredSnap
 
 _NUMPY = NumpyBackend()
 
@@ -44,6 +45,22 @@ class TorchBackend:
         # both a module's output and the next module's input. Entries keep the source alive so
         # ids stay unique, and record its version counter: an in-place change needs a new copy.
         self._step_copies: dict[int, tuple[torch.Tensor, int, _Snap]] = {}
+        #: Copies made off the training thread (murphy.hook.torch_deferred), once enabled.
+        self.deferred: DeferredCopies | None = None
+
+    def enable_deferred(self) -> DeferredCopies:
+        """Let the hook hand tensors to a copier thread instead of copying them itself."""
+        if self.deferred is None:
+            self.deferred = DeferredCopies(self._pool, _empty)
+        return self.deferred
+
+    @staticmethod
+    def deferrable(value: Any) -> bool:
+        """True for a tensor the copier may copy: a CPU, strided, numpy-typed plain tensor with
+        a version counter (the fence's check)."""
+        return (isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.layout == torch.strided
+                and value.dtype != torch.bfloat16 and not value.is_inference()
+                and type(value) in (torch.Tensor, torch.nn.Parameter))
 
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, torch.Tensor)
@@ -85,7 +102,7 @@ class TorchBackend:
         """Give the pooled buffers of a written (or dropped) step back (the writer thread)."""
         pool = self._pool
         for snap in snaps:
-            if isinstance(snap, _Snap) and snap.pool_key is not None:
+            if isinstance(snap, _Snap | DeferredSnap) and snap.pool_key is not None and snap.tensor is not None:
                 key, snap.pool_key = snap.pool_key, None  # shared snaps appear more than once
                 pool.give(key, snap.nbytes, snap.tensor)
 
@@ -108,15 +125,21 @@ class TorchBackend:
 
     def fence(self) -> Callable[[], None] | None:
         self._step_copies.clear()
+        if self.deferred is not None:
+            # The step's deferred copies are complete and checked before the step is queued.
+            self.deferred.step_end()
         if not self._cuda_pending:
             return None
         self._cuda_pending = False
         # Runs on the writer thread: waits for the non-blocking device→host copies of the step.
         return torch.cuda.synchronize
 
-    def to_numpy(self, snap: Any) -> tuple[np.ndarray, str | None]:
+    def to_numpy(self, snap: Any) -> tuple[np.ndarray | None, str | None]:
         if isinstance(snap, _Snap):
             return snap.tensor.numpy(), snap.original_dtype
+        if isinstance(snap, DeferredSnap):
+            # None: the source changed before the fence checked the copy (not written).
+            return (snap.tensor.numpy() if snap.valid and snap.tensor is not None else None), None
         return np.asarray(snap), None
 
     def _to_host(self, t: torch.Tensor, copy: bool) -> torch.Tensor:

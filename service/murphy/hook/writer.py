@@ -299,6 +299,8 @@ class BackgroundWriter:
                     writer.add_shape(rec.name, rec.shape or ())
                     continue
                 array, original_dtype = to_numpy(rec.snap)
+                if array is None:
+                    continue  # invalidated by the backend's fence (counted and logged there)
                 # copy=False: the snapshot is this thread's until _give_back, after the files.
                 add(rec.name, array, original_dtype=original_dtype, shape_of=rec.shape, copy=False)
                 if arrays is not None:

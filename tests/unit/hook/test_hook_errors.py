@@ -16,6 +16,7 @@ from murphy.hook import SaveConfig
 from murphy.hook.base import BaseHook
 from murphy.hook.torch import Hook
 from murphy.storage import InMemoryObjectStore, ObjectStore, open_store
+from murphy.storage.slow import SlowObjectStore
 
 
 class FailingStore(InMemoryObjectStore):
@@ -23,22 +24,6 @@ class FailingStore(InMemoryObjectStore):
 
     def put(self, key: str, data: bytes) -> None:
         raise OSError(f"disk full writing {key}")
-
-
-class SlowStore(InMemoryObjectStore):
-    """A store slower than training."""
-
-    def __init__(self, delay: float) -> None:
-        super().__init__()
-        self.delay = delay
-        self.puts: list[str] = []
-        self.lock = threading.Lock()
-
-    def put(self, key: str, data: bytes) -> None:
-        time.sleep(self.delay)
-        super().put(key, data)
-        with self.lock:
-            self.puts.append(key)
 
 
 def train(hook: Hook, steps: int = 5) -> torch.nn.Module:
@@ -117,7 +102,7 @@ def test_training_thread_error_disables_hook(tmp_path: Path, caplog: pytest.LogC
 
 def test_back_pressure_loses_nothing_and_close_flushes(caplog: pytest.LogCaptureFixture) -> None:
     # The "block" policy (max_block_ms=None): the training thread waits, no step is dropped.
-    store = SlowStore(delay=0.01)
+    store = SlowObjectStore(InMemoryObjectStore(), per_put=0.01)
     hook = BaseHook(store, save_config=SaveConfig(save_interval=1), max_pending_steps=1, max_block_ms=None)
     with caplog.at_level(logging.WARNING, logger="murphy.hook"):
         for _ in range(8):
@@ -132,7 +117,7 @@ def test_back_pressure_loses_nothing_and_close_flushes(caplog: pytest.LogCapture
 
 
 def test_events_before_index_and_collections_after_first_step() -> None:
-    store = SlowStore(delay=0.0)
+    store = SlowObjectStore(InMemoryObjectStore())
     hook = BaseHook(store, save_config=SaveConfig(save_interval=1))
     for _ in range(3):
         hook._begin_step()
@@ -146,7 +131,7 @@ def test_events_before_index_and_collections_after_first_step() -> None:
 
 def test_training_thread_is_not_blocked_by_writes(tmp_path: Path) -> None:
     # The store takes 20 ms per put; a step on the training thread must not wait for it.
-    store = SlowStore(delay=0.02)
+    store = SlowObjectStore(InMemoryObjectStore(), per_put=0.02)
     hook = Hook(out_dir=store, save_config=SaveConfig(save_interval=1), max_pending_steps=64,
                 include_collections=["weights", "gradients"])
     model = torch.nn.Linear(16, 16)
