@@ -1,0 +1,231 @@
+"""Pipe input mode: a channel streamed through FIFOs, as SageMaker's agent does it.
+
+What the program sees (SageMaker's contract, as ``PipeModeDataset`` reads it): for a channel
+``train`` no ``/opt/ml/input/data/train`` directory but a FIFO ``/opt/ml/input/data/train_0``;
+opened and read to EOF it yields the channel's objects concatenated (keys in S3's listing order,
+a manifest's entries in its order; ``ShardedByS3Key``: this host's share). Epoch ``n + 1``'s FIFO
+``train_<n+1>`` exists by the time the reader sees epoch ``n``'s EOF (murphy makes it just before
+closing its end, so a plain ``open()`` right after EOF does not race), or right after a reader
+that closed early is noticed; a finished epoch's FIFO is removed. Epochs never run out: the
+program decides how many it reads. ``RecordWrapperType=RecordIO`` wraps each object in a RecordIO
+record (multi-part records of at most one chunk each, which ``PipeModeDataset`` joins);
+``CompressionType=Gzip`` inflates each object as it streams.
+
+Memory is bounded: one object chunk (two with RecordIO's look-ahead) at a time, nothing staged on
+disk. The feeder is a daemon thread whose every wait (a reader to open, room in the pipe) polls
+its stop flag, so :meth:`PipeFeeder.stop` ends it promptly and a toolkit that exits leaves nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import struct
+import threading
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from murphy.exceptions import ObjectNotFound
+from murphy.storage import ObjectStore
+
+CHUNK = 8 << 20
+RECORDIO_MAGIC = 0xCED7230A
+#: RecordIO's cflag values (upper 3 bits of the length word): whole record, first / middle / last part.
+_WHOLE, _FIRST, _MIDDLE, _LAST = 0, 1, 2, 3
+_MAX_PART = (1 << 29) - 1
+
+
+class PipeError(Exception):
+    """The feeder could not stream its channel (becomes the job's failure reason)."""
+
+
+@dataclass(frozen=True)
+class PipeSource:
+    """What one channel's FIFO carries every epoch: ``keys`` of ``store``, in this order."""
+
+    channel: str
+    store: ObjectStore
+    keys: tuple[str, ...]
+    record_io: bool = False
+    gzip: bool = False
+
+
+def object_chunks(store: ObjectStore, key: str, chunk: int = CHUNK) -> Iterator[bytes]:
+    """``key``'s bytes by ranged reads of ``chunk`` bytes (the last one shorter, maybe empty)."""
+    offset = 0
+    while True:
+        data = store.get(key, offset, chunk)
+        yield data
+        offset += len(data)
+        if len(data) < chunk:
+            return
+
+
+def gunzip(chunks: Iterator[bytes], key: str) -> Iterator[bytes]:
+    """A gzip object inflated as it streams (several gzip members in one object are all read)."""
+    inflate, fed = zlib.decompressobj(wbits=31), False
+    try:
+        for data in chunks:
+            while data:
+                fed = True
+                out = inflate.decompress(data, CHUNK)
+                if out:
+                    yield out
+                data = inflate.unconsumed_tail
+                if inflate.eof:  # a concatenated member starts in what is left
+                    data = inflate.unused_data + data
+                    inflate, fed = zlib.decompressobj(wbits=31), False
+        tail = inflate.flush()
+    except zlib.error as e:
+        raise PipeError(f"{key} is not gzip data (CompressionType Gzip): {e}") from None
+    if fed and not inflate.eof:
+        raise PipeError(f"{key} is truncated gzip data (CompressionType Gzip)")
+    if tail:
+        yield tail
+
+
+def _recordio(flag: int, payload: bytes) -> list[bytes]:
+    pad = b"\0" * (-len(payload) % 4)
+    return [struct.pack("<II", RECORDIO_MAGIC, (flag << 29) | len(payload)), payload, pad]
+
+
+def recordio(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """One object as one RecordIO record; an object longer than a chunk is a multi-part record
+    (one part per chunk: the flag of a part depends on whether another follows, hence one chunk
+    of look-ahead)."""
+    parts = (p[i:i + _MAX_PART] for p in chunks for i in range(0, max(len(p), 1), _MAX_PART))
+    current = next(parts, b"")
+    first = True
+    for following in parts:
+        if not following:  # a short last read, or an empty inflated piece
+            continue
+        yield from _recordio(_FIRST if first else _MIDDLE, current)
+        current, first = following, False
+    yield from _recordio(_WHOLE if first else _LAST, current)
+
+
+class PipeFeeder(threading.Thread):
+    """Streams ``source`` into ``<directory>/<channel>_<epoch>`` for epochs 0, 1, ... until
+    stopped; ``on_error(message)`` is called once if it cannot (then it stops)."""
+
+    def __init__(self, source: PipeSource, directory: str, on_error: Callable[[str], None],
+                 chunk: int = CHUNK, poll_s: float = 0.05) -> None:
+        super().__init__(name=f"murphy-pipe-{source.channel}", daemon=True)
+        self.source = source
+        self.directory = directory
+        self.on_error = on_error
+        self.chunk = chunk
+        self.poll_s = poll_s
+        self.epochs_done = 0
+        self.error: str | None = None
+        self._halt = threading.Event()
+
+    def fifo(self, epoch: int) -> str:
+        return os.path.join(self.directory, f"{self.source.channel}_{epoch}")
+
+    def start(self) -> None:
+        """Epoch 0's FIFO exists when this returns (the program may open it at once)."""
+        os.makedirs(self.directory, exist_ok=True)
+        _mkfifo(self.fifo(0))
+        super().start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._halt.set()
+        if self.is_alive():
+            self.join(timeout)
+        for epoch in (self.epochs_done, self.epochs_done + 1):  # FIFOs no reader will open now
+            with contextlib.suppress(OSError):
+                os.unlink(self.fifo(epoch))
+
+    # ---- the thread --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            epoch = 0
+            while not self._halt.is_set():
+                fd = self._open_writer(self.fifo(epoch))
+                if fd is None:
+                    return
+                try:
+                    self._feed(fd)
+                except BrokenPipeError:  # the reader closed this epoch early: on to the next
+                    pass
+                except _Stopped:
+                    os.close(fd)
+                    return
+                except BaseException:
+                    os.close(fd)  # the reader sees EOF after the job was told (on_error below)
+                    raise
+                _mkfifo(self.fifo(epoch + 1))  # before EOF: a reader at EOF finds the next one
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(self.fifo(epoch))
+                epoch = self.epochs_done = epoch + 1
+        except Exception as e:
+            if not self._halt.is_set():
+                self.error = _message(self.source, e)
+                self.on_error(self.error)
+
+    def _open_writer(self, path: str) -> int | None:
+        """``path`` open for writing once a reader has opened it (None: stopped first). Non-
+        blocking, so the wait for a reader can be given up."""
+        while not self._halt.is_set():
+            try:
+                return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:
+                if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                    raise
+            self._halt.wait(self.poll_s)
+        return None
+
+    def _feed(self, fd: int) -> None:
+        src = self.source
+        for key in src.keys:
+            chunks: Iterator[bytes] = object_chunks(src.store, key, self.chunk)
+            if src.gzip:
+                chunks = gunzip(chunks, key)
+            if src.record_io:
+                chunks = recordio(chunks)
+            for data in chunks:
+                self._write(fd, data)
+
+    def _write(self, fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self._halt.is_set():
+                raise _Stopped
+            try:
+                n = os.write(fd, view)
+            except BlockingIOError:  # the pipe is full: wait for the reader, or a stop
+                select.select([], [fd], [], self.poll_s)
+                continue
+            view = view[n:]
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _mkfifo(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a stale file of that name (a restarted container) is replaced
+    os.mkfifo(path, 0o600)
+
+
+def _message(source: PipeSource, error: Exception) -> str:
+    where = f"channel {source.channel!r} (Pipe input mode)"
+    if isinstance(error, ObjectNotFound):
+        return f"{where}: cannot stream {source.store.uri.rstrip('/')}/{error.key}: the object does not exist"
+    if isinstance(error, PipeError):
+        return f"{where}: {error}"
+    return f"{where}: streaming failed: {type(error).__name__}: {error}"
+
+
+def start_feeders(sources: Sequence[PipeSource], directory: str, on_error: Callable[[str], None]) -> list[PipeFeeder]:
+    feeders = [PipeFeeder(s, directory, on_error) for s in sources]
+    for f in feeders:
+        f.start()
+    return feeders
