@@ -244,3 +244,30 @@ def test_a_feeder_error_fails_the_job_with_its_reason(tmp_path: Path, monkeypatc
     assert time.monotonic() - t0 < 30
     assert Path(opt_ml.failure_file).read_text() == (
         f"channel 'train' (Pipe input mode): cannot stream {root.as_uri()}/2: the object does not exist")
+
+
+# --- the plan: each channel's mode, as inputdataconfig.json and murphy.json carry it ------------
+
+
+def test_inputdataconfig_says_each_channels_own_mode() -> None:
+    from murphy.jobs.model import JobRecord
+    from murphy.jobs.plans import training_plan
+    from murphy.runtimes.layout import input_data_config
+
+    def ch(name: str, **extra: str) -> dict[str, object]:
+        return {"ChannelName": name, "DataSource": {"S3DataSource": {
+            "S3DataType": "S3Prefix", "S3Uri": f"s3://b/{name}", "S3DataDistributionType": "FullyReplicated"}}, **extra}
+
+    spec = {"AlgorithmSpecification": {"TrainingImage": "murphy/python:latest", "TrainingInputMode": "Pipe"},
+            "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
+            "OutputDataConfig": {"S3OutputPath": "s3://b/out"},
+            "InputDataConfig": [ch("train", RecordWrapperType="RecordIO", CompressionType="Gzip", ContentType="text/csv"),
+                                ch("files", InputMode="File"), ch("fast", InputMode="FastFile")]}
+    plan = training_plan(JobRecord(name="j", arn="arn", account="123456789012", region="us-west-2", spec=spec,
+                                   creation_time=0.0))
+    assert input_data_config(plan) == {
+        "train": {"TrainingInputMode": "Pipe", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "RecordIO",
+                  "CompressionType": "Gzip", "ContentType": "text/csv"},
+        "files": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},
+        "fast": {"TrainingInputMode": "FastFile", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},
+    }
