@@ -143,6 +143,7 @@ class PipeFeeder(threading.Thread):
     # ---- the thread --------------------------------------------------------------------------
 
     def run(self) -> None:
+        fd: int | None = None
         try:
             epoch = 0
             while not self._halt.is_set():
@@ -154,13 +155,10 @@ class PipeFeeder(threading.Thread):
                 except BrokenPipeError:  # the reader closed this epoch early: on to the next
                     pass
                 except _Stopped:
-                    os.close(fd)
                     return
-                except BaseException:
-                    os.close(fd)  # the reader sees EOF after the job was told (on_error below)
-                    raise
                 _mkfifo(self.fifo(epoch + 1))  # before EOF: a reader at EOF finds the next one
                 os.close(fd)
+                fd = None
                 with contextlib.suppress(OSError):
                     os.unlink(self.fifo(epoch))
                 epoch = self.epochs_done = epoch + 1
@@ -168,6 +166,11 @@ class PipeFeeder(threading.Thread):
             if not self._halt.is_set():
                 self.error = _message(self.source, e)
                 self.on_error(self.error)
+        finally:
+            # Only now does the reader see EOF: after a failure the job already knows, so a short
+            # epoch can never pass for a whole one.
+            if fd is not None:
+                os.close(fd)
 
     def _open_writer(self, path: str) -> int | None:
         """``path`` open for writing once a reader has opened it (None: stopped first). Non-

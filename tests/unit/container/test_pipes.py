@@ -271,3 +271,47 @@ def test_inputdataconfig_says_each_channels_own_mode() -> None:
         "files": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},
         "fast": {"TrainingInputMode": "FastFile", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},
     }
+
+
+def test_a_feeder_error_fails_the_job_even_if_the_program_ends_well(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The program reads epoch 0 to its (short) EOF and exits 0 at once: the job fails all the same,
+    # because the feeder tells the toolkit before it lets the reader see EOF.
+    monkeypatch.setenv("MURPHY_STAGE_FILE", str(tmp_path / "stage.json"))
+    root = bucket(tmp_path, {"1": b"ab", "2": b"cd"})
+    quick = "import os, sys\nopen(os.path.join(sys.argv[1], 'train_0'), 'rb').read()\n"
+    opt_ml, _ = toolkit_job(tmp_path, [{"name": "train", "uri": root.as_uri(), "input_mode": "Pipe"}], quick)
+    toolkit = Toolkit(opt_ml)
+    real = toolkit.download
+
+    def download_then_lose_an_object() -> None:
+        real()
+        (root / "2").unlink()
+
+    monkeypatch.setattr(toolkit, "download", download_then_lose_an_object)
+    assert toolkit.run() != 0  # 143 when the SIGTERM reaches the program first, else 1
+    assert "cannot stream" in Path(opt_ml.failure_file).read_text()
+
+
+def test_the_job_is_told_of_an_error_before_the_reader_sees_eof(tmp_path: Path) -> None:
+    root = bucket(tmp_path, {"a": b"x", "b": b"y"})
+    source = pipe_source({"name": "train", "uri": root.as_uri()})
+    (root / "b").unlink()
+    eof = threading.Event()
+    seen_at_error: list[bool] = []
+
+    def on_error(message: str) -> None:
+        time.sleep(0.3)  # a reader that could see EOF would by now
+        seen_at_error.append(eof.is_set())
+
+    def reader() -> None:
+        read_fifo(str(tmp_path / "data" / "train_0"))
+        eof.set()
+
+    f = PipeFeeder(source, str(tmp_path / "data"), on_error)
+    f.start()
+    t = threading.Thread(target=reader)
+    t.start()
+    f.join(5)
+    t.join(5)
+    assert seen_at_error == [False] and eof.is_set()
