@@ -11,8 +11,8 @@ program decides how many it reads. ``RecordWrapperType=RecordIO`` wraps each obj
 record (multi-part records of at most one chunk each, which ``PipeModeDataset`` joins);
 ``CompressionType=Gzip`` inflates each object as it streams.
 
-Memory is bounded: one object chunk (two with RecordIO's look-ahead) at a time, nothing staged on
-disk. The feeder is a daemon thread whose every wait (a reader to open, room in the pipe) polls
+Memory is bounded: a few object chunks at a time (one being written, one fetched ahead so that
+the next GET overlaps the write, one more for RecordIO's look-ahead), nothing staged on disk. The feeder is a daemon thread whose every wait (a reader to open, room in the pipe) polls
 its stop flag, so :meth:`PipeFeeder.stop` ends it promptly and a toolkit that exits leaves nothing.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import queue
 import select
 import struct
 import threading
@@ -184,7 +185,8 @@ class PipeFeeder(threading.Thread):
             self._halt.wait(self.poll_s)
         return None
 
-    def _feed(self, fd: int) -> None:
+    def _epoch(self) -> Iterator[bytes]:
+        """One epoch's bytes, object after object, as they are to be written."""
         src = self.source
         for key in src.keys:
             chunks: Iterator[bytes] = object_chunks(src.store, key, self.chunk)
@@ -192,8 +194,11 @@ class PipeFeeder(threading.Thread):
                 chunks = gunzip(chunks, key)
             if src.record_io:
                 chunks = recordio(chunks)
-            for data in chunks:
-                self._write(fd, data)
+            yield from chunks
+
+    def _feed(self, fd: int) -> None:
+        for data in read_ahead(self._epoch(), self._halt, self.poll_s):
+            self._write(fd, data)
 
     def _write(self, fd: int, data: bytes) -> None:
         view = memoryview(data)
@@ -210,6 +215,54 @@ class PipeFeeder(threading.Thread):
 
 class _Stopped(Exception):
     pass
+
+
+_END = object()
+
+
+def read_ahead(pieces: Iterator[bytes], halt: threading.Event, poll_s: float = 0.05) -> Iterator[bytes]:
+    """``pieces``, produced one ahead by a helper thread: the next GET overlaps the write of this
+    chunk into the pipe (at most one piece waiting, one being made). The producer's exception is
+    raised here; a consumer that stops early (or ``halt``) ends the producer at its next piece."""
+    box: queue.Queue[object] = queue.Queue(maxsize=1)
+    done = threading.Event()
+
+    def produce() -> None:
+        try:
+            for piece in pieces:
+                if not _offer(box, piece, done, halt, poll_s):
+                    return
+            _offer(box, _END, done, halt, poll_s)
+        except BaseException as e:
+            _offer(box, e, done, halt, poll_s)
+
+    threading.Thread(target=produce, name="murphy-pipe-read-ahead", daemon=True).start()
+    try:
+        while True:
+            try:
+                item = box.get(timeout=poll_s)
+            except queue.Empty:
+                if halt.is_set():
+                    raise _Stopped from None
+                continue
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        done.set()
+
+
+def _offer(box: queue.Queue[object], item: object, done: threading.Event, halt: threading.Event,
+           poll_s: float) -> bool:
+    while not (done.is_set() or halt.is_set()):
+        try:
+            box.put(item, timeout=poll_s)
+            return True
+        except queue.Full:
+            continue
+    return False
 
 
 def _mkfifo(path: str) -> None:
