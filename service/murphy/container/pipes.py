@@ -12,8 +12,9 @@ record (multi-part records of at most one chunk each, which ``PipeModeDataset`` 
 ``CompressionType=Gzip`` inflates each object as it streams.
 
 Memory is bounded: a few object chunks at a time (one being written, one fetched ahead so that
-the next GET overlaps the write, one more for RecordIO's look-ahead), nothing staged on disk. The feeder is a daemon thread whose every wait (a reader to open, room in the pipe) polls
-its stop flag, so :meth:`PipeFeeder.stop` ends it promptly and a toolkit that exits leaves nothing.
+the next GET overlaps the write, one more for RecordIO's look-ahead), nothing staged on disk.
+The feeder is a daemon thread whose every wait (a reader to open, room in the pipe) polls its
+stop flag, so :meth:`PipeFeeder.stop` ends it promptly and a toolkit that exits leaves nothing.
 """
 
 from __future__ import annotations
