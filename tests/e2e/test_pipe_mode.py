@@ -4,17 +4,22 @@ for SageMaker: it opens ``/opt/ml/input/data/train_0`` then ``train_1`` (plain `
 of each epoch) and reports what it read; beside them a sharded Pipe channel (each host streams
 its share) and a File channel (downloaded as before); ``inputdataconfig.json`` says each
 channel's mode. A second job whose Pipe object vanishes after the job started fails with the
-feeder's reason."""
+feeder's reason; a third, stopped while its script blocks on the next epoch's FIFO, leaves nothing
+running.
+
+FIFOs are per container, so a dead job's pipes cannot outlive it: the feeders are threads of the
+toolkit, and the checks below ask the OS (or the Docker engine) whether anything of the job runs."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 import pytest
 from test_control_plane import job_request, put_object, runtime, start_plane, watch  # noqa: F401 (fixture)
-from test_multi_instance import host_logs
+from test_multi_instance import host_logs, still_running
 
 from sourcetar import train_py_tarball
 
@@ -135,3 +140,31 @@ def test_an_object_that_cannot_be_streamed_fails_the_job(
     assert job["TrainingJobStatus"] == "Failed", server.log()[-4000:]
     assert (f"channel 'train' (Pipe input mode): cannot stream s3://{bucket}/input/{name}/train/missing-part: "
             "the object does not exist") in job["FailureReason"], job["FailureReason"]
+
+
+STALL = r'''
+import os, time
+with open("/opt/ml/input/data/train_0", "rb") as f:
+    f.read(10)  # then never reads on: the feeder waits for room in the pipe
+print("STALLED", flush=True)
+time.sleep(600)
+'''
+
+
+@pytest.mark.slow
+def test_stopping_a_pipe_job_leaves_nothing_running(
+        request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch, runtime: str) -> None:  # noqa: F811
+    server = start_plane(request, make_server, monkeypatch, runtime, "s3")
+    name = "pipe-stop"
+    body = pipe_job(server, name, hosts=1)
+    put_object(server, f"src/{name}.tar.gz", train_py_tarball(STALL))
+    client = server.client()
+    client.create_training_job(**body)
+    deadline = time.monotonic() + 180
+    while not any("STALLED" in t for t in host_logs(server, name).values()):
+        assert time.monotonic() < deadline, server.log()[-4000:]
+        time.sleep(0.5)
+    client.stop_training_job(TrainingJobName=name)
+    job, _ = watch(client, name, timeout=120)
+    assert job["TrainingJobStatus"] == "Stopped", (job.get("FailureReason"), server.log()[-4000:])
+    assert still_running(request, runtime, name) == []
