@@ -14,6 +14,7 @@ A channel in Pipe input mode is not downloaded: :func:`pipe_source` lists what i
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -184,30 +185,33 @@ def download_channel(channel: Mapping[str, Any], dest_dir: str, should_stop: Cal
     raise InputError(f"channel {name!r}: S3DataType {data_type} is not supported by murphy's process runtime")
 
 
-def _pipe_keys(channel: Mapping[str, Any], shard: HostShard | None) -> tuple[ObjectStore, list[str]]:
+def _pipe_keys(channel: Mapping[str, Any]) -> tuple[ObjectStore, list[str]]:
+    """A Pipe channel's store and every key of it, in the order File mode would list them."""
     uri, data_type = channel["uri"], channel.get("data_type") or "S3Prefix"
     if data_type == "ManifestFile":
         prefix, entries = _manifest_entries(uri)
-        return open_store(prefix), shard.select(entries) if shard is not None else entries
+        return open_store(prefix), entries
     if data_type != "S3Prefix":
         raise InputError(f"S3DataType {data_type} is not supported by murphy's Pipe input mode")
     store = open_store(uri)
     keys = [k for k in store.list("") if _safe(k)]  # listing order: S3's, by key
     if keys:
-        return store, shard.select(keys) if shard is not None else keys
+        return store, keys
     parent, name = _split(uri)
     store = open_store(parent)
     if not store.exists(name):
         raise InputError(f"no objects at {uri}")
-    return store, shard.select([name]) if shard is not None else [name]
+    return store, [name]
 
 
 def pipe_source(channel: Mapping[str, Any], host: HostShard | None = None) -> PipeSource:
-    """What a Pipe-mode ``channel``'s FIFO streams every epoch (this host's share of a sharded
-    one); the listing is taken once, when the job starts, as SageMaker's is."""
+    """What a Pipe-mode ``channel``'s FIFO streams (this host's share of a sharded one); the
+    listing is taken once, when the job starts, as SageMaker's is. ``ShuffleConfig``: the whole
+    channel, shuffled and shared out anew each epoch (:class:`PipeSource`)."""
     name = channel["name"]
     try:
-        store, keys = _pipe_keys(channel, _shard_of(channel, host))
+        shard = _shard_of(channel, host)
+        store, keys = _pipe_keys(channel)
         wrapper, compression = channel.get("record_wrapper") or "None", channel.get("compression") or "None"
         if wrapper not in ("None", "RecordIO"):
             raise InputError(f"RecordWrapperType {wrapper} is not supported (use None or RecordIO)")
@@ -215,7 +219,13 @@ def pipe_source(channel: Mapping[str, Any], host: HostShard | None = None) -> Pi
             raise InputError(f"CompressionType {compression} is not supported (use None or Gzip)")
     except InputError as e:
         raise InputError(f"channel {name!r}: {e}") from None
-    return PipeSource(name, store, tuple(keys), record_io=wrapper == "RecordIO", gzip=compression == "Gzip")
+    source = PipeSource(name, store, tuple(keys), record_io=wrapper == "RecordIO", gzip=compression == "Gzip")
+    seed = channel.get("shuffle_seed")
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        base = sorted(set(keys)) if shard is not None else keys
+        return dataclasses.replace(source, keys=tuple(base), shuffle_seed=seed,
+                                   host=shard.index if shard else 0, hosts=len(shard.hosts) if shard else 1)
+    return dataclasses.replace(source, keys=tuple(shard.select(keys))) if shard is not None else source
 
 
 def _local_dir(uri: str) -> str | None:

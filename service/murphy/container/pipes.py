@@ -23,6 +23,7 @@ import contextlib
 import errno
 import os
 import queue
+import random
 import select
 import struct
 import threading
@@ -46,13 +47,28 @@ class PipeError(Exception):
 
 @dataclass(frozen=True)
 class PipeSource:
-    """What one channel's FIFO carries every epoch: ``keys`` of ``store``, in this order."""
+    """What one channel's FIFO carries: ``keys`` of ``store``, in this order, every epoch; with
+    ``shuffle_seed`` (``ShuffleConfig``), ``keys`` is the whole channel, shuffled anew at the
+    start of every epoch from the seed and the epoch, then shared out over ``hosts`` hosts (this
+    one is number ``host``, 0-based): every host computes the same order, so each epoch's shares
+    are disjoint and cover the channel, and a key may go to another host from one epoch to the
+    next, as SageMaker's docs say of ``ShuffleConfig`` with ``ShardedByS3Key``."""
 
     channel: str
     store: ObjectStore
     keys: tuple[str, ...]
     record_io: bool = False
     gzip: bool = False
+    shuffle_seed: int | None = None
+    host: int = 0
+    hosts: int = 1
+
+    def epoch_keys(self, epoch: int) -> tuple[str, ...]:
+        if self.shuffle_seed is None:
+            return self.keys
+        order = list(self.keys)
+        random.Random(f"murphy-shuffle:{self.shuffle_seed}:{epoch}").shuffle(order)  # str seed: stable everywhere
+        return tuple(order[self.host::self.hosts])
 
 
 def object_chunks(store: ObjectStore, key: str, chunk: int = CHUNK) -> Iterator[bytes]:
@@ -153,7 +169,7 @@ class PipeFeeder(threading.Thread):
                 if fd is None:
                     return
                 try:
-                    self._feed(fd)
+                    self._feed(fd, epoch)
                 except BrokenPipeError:  # the reader closed this epoch early: on to the next
                     pass
                 except _Stopped:
@@ -186,10 +202,10 @@ class PipeFeeder(threading.Thread):
             self._halt.wait(self.poll_s)
         return None
 
-    def _epoch(self) -> Iterator[bytes]:
+    def _epoch(self, epoch: int) -> Iterator[bytes]:
         """One epoch's bytes, object after object, as they are to be written."""
         src = self.source
-        for key in src.keys:
+        for key in src.epoch_keys(epoch):
             chunks: Iterator[bytes] = object_chunks(src.store, key, self.chunk)
             if src.gzip:
                 chunks = gunzip(chunks, key)
@@ -197,8 +213,8 @@ class PipeFeeder(threading.Thread):
                 chunks = recordio(chunks)
             yield from chunks
 
-    def _feed(self, fd: int) -> None:
-        for data in read_ahead(self._epoch(), self._halt, self.poll_s):
+    def _feed(self, fd: int, epoch: int) -> None:
+        for data in read_ahead(self._epoch(epoch), self._halt, self.poll_s):
             self._write(fd, data)
 
     def _write(self, fd: int, data: bytes) -> None:

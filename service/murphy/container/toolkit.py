@@ -106,7 +106,7 @@ class Toolkit:
             if channel.get("input_mode") == PIPE:  # streamed once the program starts, not downloaded
                 source = pipe_source(channel, host)
                 self.pipes.append(source)
-                log(f"channel {channel['name']}: Pipe input mode, {len(source.keys)} object(s) from {channel['uri']} "
+                log(f"channel {channel['name']}: Pipe input mode, {len(source.epoch_keys(0))} object(s) from {channel['uri']} "
                     f"-> {os.path.join(self.opt_ml.data_dir, channel['name'])}_<epoch>")
                 continue
             dest = self.opt_ml.channel_dir(channel["name"])

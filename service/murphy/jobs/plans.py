@@ -98,6 +98,7 @@ def training_plan(record: JobRecord) -> TrainingPlan:
                 input_mode=ch.get("InputMode") or algo.get("TrainingInputMode") or "File",
                 record_wrapper=ch.get("RecordWrapperType") or "None",
                 compression=ch.get("CompressionType") or "None",
+                shuffle_seed=(ch.get("ShuffleConfig") or {}).get("Seed"),
             )
         )
     hook_config = spec.get("DebugHookConfig")

@@ -48,6 +48,7 @@ class Channel:
     input_mode: str = "File"  # the channel's InputMode, else the job's TrainingInputMode
     record_wrapper: str = "None"  # RecordWrapperType: None | RecordIO (Pipe mode only)
     compression: str = "None"  # CompressionType: None | Gzip (Pipe mode only)
+    shuffle_seed: int | None = None  # ShuffleConfig.Seed (Pipe mode: a new order every epoch)
 
 
 @dataclass(frozen=True)

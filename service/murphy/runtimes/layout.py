@@ -142,7 +142,8 @@ def write_training_layout(
         "tensorboard_path": tensorboard_path,
         "channels": [{"name": c.name, "uri": c.uri, "data_type": c.data_type, "content_type": c.content_type,
                       "distribution": c.distribution, "input_mode": c.input_mode,
-                      "record_wrapper": c.record_wrapper, "compression": c.compression} for c in plan.channels],
+                      "record_wrapper": c.record_wrapper, "compression": c.compression,
+                      "shuffle_seed": c.shuffle_seed} for c in plan.channels],
         "container_entrypoint": list(plan.container_entrypoint) if plan.container_entrypoint else None,
         "container_arguments": list(plan.container_arguments) if plan.container_arguments is not None else None,
         # Several hosts: the toolkit runs torchrun across them, uploads the model from algo-1

@@ -261,7 +261,8 @@ def test_inputdataconfig_says_each_channels_own_mode() -> None:
     spec = {"AlgorithmSpecification": {"TrainingImage": "murphy/python:latest", "TrainingInputMode": "Pipe"},
             "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
             "OutputDataConfig": {"S3OutputPath": "s3://b/out"},
-            "InputDataConfig": [ch("train", RecordWrapperType="RecordIO", CompressionType="Gzip", ContentType="text/csv"),
+            "InputDataConfig": [ch("train", RecordWrapperType="RecordIO", CompressionType="Gzip", ContentType="text/csv",
+                                   ShuffleConfig={"Seed": 42}),
                                 ch("files", InputMode="File"), ch("fast", InputMode="FastFile")]}
     plan = training_plan(JobRecord(name="j", arn="arn", account="123456789012", region="us-west-2", spec=spec,
                                    creation_time=0.0))
@@ -271,6 +272,7 @@ def test_inputdataconfig_says_each_channels_own_mode() -> None:
         "files": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},
         "fast": {"TrainingInputMode": "FastFile", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},
     }
+    assert [(c.input_mode, c.shuffle_seed) for c in plan.channels] == [("Pipe", 42), ("File", None), ("FastFile", None)]
 
 
 def test_a_feeder_error_fails_the_job_even_if_the_program_ends_well(tmp_path: Path,
@@ -315,3 +317,40 @@ def test_the_job_is_told_of_an_error_before_the_reader_sees_eof(tmp_path: Path) 
     f.join(5)
     t.join(5)
     assert seen_at_error == [False] and eof.is_set()
+
+
+# --- ShuffleConfig: a new order every epoch, the same on every host ----------------------------
+
+
+def test_shuffle_config_reorders_each_epoch_and_the_hosts_agree(tmp_path: Path) -> None:
+    keys = [f"k{i:02d}" for i in range(20)]
+    root = bucket(tmp_path, {k: k.encode() for k in keys})
+    ch = {"name": "train", "uri": root.as_uri(), "distribution": "ShardedByS3Key", "shuffle_seed": 7}
+    hosts = ("algo-1", "algo-2", "algo-3")
+    sources = [pipe_source(ch, HostShard(h, hosts)) for h in hosts]
+    orders = []
+    for epoch in range(4):
+        shares = [s.epoch_keys(epoch) for s in sources]
+        flat = [k for share in shares for k in share]
+        assert sorted(flat) == keys  # disjoint, and together the whole channel, every epoch
+        orders.append(shares)
+    assert len({tuple(o[0]) for o in orders}) == 4  # algo-1's share differs from epoch to epoch
+    # Deterministic: the same seed, the same orders (another process would compute the same).
+    again = pipe_source(ch, HostShard("algo-1", hosts))
+    assert [again.epoch_keys(e) for e in range(4)] == [o[0] for o in orders]
+    other_seed = pipe_source({**ch, "shuffle_seed": 8}, HostShard("algo-1", hosts))
+    assert [other_seed.epoch_keys(e) for e in range(4)] != [o[0] for o in orders]
+    # Without ShuffleConfig: the sorted share, every epoch the same.
+    plain = pipe_source({**ch, "shuffle_seed": None}, HostShard("algo-1", hosts))
+    assert plain.epoch_keys(0) == plain.epoch_keys(3) == tuple(keys[0::3])
+
+
+def test_a_shuffled_pipe_streams_each_epoch_in_its_order(tmp_path: Path, feeder_of: object) -> None:
+    keys = [f"k{i}" for i in range(8)]
+    root = bucket(tmp_path, {k: f"<{k}>".encode() for k in keys})
+    source = pipe_source({"name": "train", "uri": root.as_uri(), "shuffle_seed": 1})
+    feeder_of(source)  # type: ignore[operator]
+    for epoch in range(3):
+        got = read_fifo(str(tmp_path / "data" / f"train_{epoch}"))
+        assert got == b"".join(f"<{k}>".encode() for k in source.epoch_keys(epoch))
+    assert source.epoch_keys(0) != source.epoch_keys(1) and sorted(source.epoch_keys(0)) == keys
