@@ -48,6 +48,7 @@ bench: setup
 	$(PY) benchmarks/rule_quality/run.py
 	$(PY) benchmarks/api_load.py --paced 100
 	$(PY) benchmarks/launch_latency.py
+	$(PY) benchmarks/pipe_input.py
 
 # Container images, built locally without a registry (infra/images/build.sh; needs a running Docker
 # engine, and root for the first debootstrap of murphy/base). images-cpu leaves out the multi-GB CUDA

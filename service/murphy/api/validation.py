@@ -222,23 +222,16 @@ _SHARDABLE_TYPES = ("S3Prefix", "ManifestFile")
 
 
 def _sharded_channels(req: CreateTrainingJobRequest) -> list[str]:
-    """``ShardedByS3Key`` where murphy cannot honour it: Pipe input mode (murphy has no pipes:
-    every channel is downloaded as files, which FastFile's file view also gets), and data types
-    other than S3Prefix / ManifestFile (an augmented manifest is sharded by record on SageMaker,
-    and murphy does not read augmented manifests at all)."""
+    """``ShardedByS3Key`` where murphy cannot honour it: data types other than S3Prefix /
+    ManifestFile (an augmented manifest is sharded by record on SageMaker, and murphy does not
+    read augmented manifests at all). Every input mode shards alike: a Pipe channel streams this
+    host's share."""
     out: list[str] = []
-    default_mode = req.AlgorithmSpecification.TrainingInputMode
     for i, ch in enumerate(req.InputDataConfig or ()):
         s3 = ch.DataSource.S3DataSource
         if s3 is None or s3.S3DataDistributionType != "ShardedByS3Key":
             continue
         path = f"inputDataConfig.{i + 1}.member.dataSource.s3DataSource.s3DataDistributionType"
-        mode = ch.InputMode or default_mode
-        if mode == "Pipe":
-            out.append(_at(s3.S3DataDistributionType, path,
-                           f"ShardedByS3Key is not supported by murphy with Pipe input mode (channel "
-                           f"{ch.ChannelName}): murphy downloads every channel as files; use File or FastFile "
-                           "input mode"))
         if s3.S3DataType not in _SHARDABLE_TYPES:
             out.append(_at(s3.S3DataDistributionType, path,
                            f"ShardedByS3Key is supported by murphy for S3DataType S3Prefix and ManifestFile only "

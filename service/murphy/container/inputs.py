@@ -7,10 +7,14 @@ about 1/N of its objects, as SageMaker does; murphy's assignment is deterministi
 order), go round-robin over the hosts in ``resourceconfig.json``'s order: the key at 0-based
 position ``i`` is ``algo-<i mod N + 1>``'s. With fewer keys than hosts the last hosts get none
 and still run (SageMaker warns against it in its docs and does not refuse it).
+
+A channel in Pipe input mode is not downloaded: :func:`pipe_source` lists what its FIFO carries
+(the same keys, the same share of a sharded channel) and :mod:`murphy.container.pipes` streams it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -21,11 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from murphy.container.pipes import PipeSource
 from murphy.exceptions import ObjectNotFound
 from murphy.storage import ObjectStore, open_store
 
 _CHUNK = 8 << 20
 FULLY_REPLICATED = "FullyReplicated"
+PIPE = "Pipe"
 SHARDED = "ShardedByS3Key"
 
 
@@ -125,10 +131,8 @@ def download_prefix(uri: str, dest_dir: str, should_stop: Callable[[], bool] = l
     return 1
 
 
-def download_manifest(uri: str, dest_dir: str, should_stop: Callable[[], bool] = lambda: False,
-                      shard: HostShard | None = None) -> int:
-    """A ``ManifestFile`` channel: ``[{"prefix": P}, "rel/key", ...]``; each ``P + key`` (with
-    ``shard``: of this host's share of the entries) is downloaded to ``dest_dir/rel/key``."""
+def _manifest_entries(uri: str) -> tuple[str, list[str]]:
+    """A ``ManifestFile``'s prefix and its entries (every one checked)."""
     parent, name = _split(uri)
     try:
         doc = json.loads(open_store(parent).get(name))
@@ -138,12 +142,19 @@ def download_manifest(uri: str, dest_dir: str, should_stop: Callable[[], bool] =
         raise InputError(f"manifest {uri} is not valid JSON: {e}") from None
     if not (isinstance(doc, list) and doc and isinstance(doc[0], Mapping) and isinstance(doc[0].get("prefix"), str)):
         raise InputError(f'manifest {uri} must be a JSON list starting with {{"prefix": "s3://..."}}')
-    prefix = doc[0]["prefix"]
-    store = open_store(prefix)
     entries = doc[1:]
     for rel in entries:  # every entry is checked, whichever host downloads it
         if not isinstance(rel, str) or any(p in ("", ".", "..") for p in rel.split("/")):
             raise InputError(f"manifest {uri}: bad entry {rel!r}")
+    return str(doc[0]["prefix"]), entries
+
+
+def download_manifest(uri: str, dest_dir: str, should_stop: Callable[[], bool] = lambda: False,
+                      shard: HostShard | None = None) -> int:
+    """A ``ManifestFile`` channel: ``[{"prefix": P}, "rel/key", ...]``; each ``P + key`` (with
+    ``shard``: of this host's share of the entries) is downloaded to ``dest_dir/rel/key``."""
+    prefix, entries = _manifest_entries(uri)
+    store = open_store(prefix)
     if shard is not None:
         entries = shard.select(entries)
     for rel in entries:
@@ -172,6 +183,49 @@ def download_channel(channel: Mapping[str, Any], dest_dir: str, should_stop: Cal
     except InputError as e:
         raise InputError(f"channel {name!r}: {e}") from None
     raise InputError(f"channel {name!r}: S3DataType {data_type} is not supported by murphy's process runtime")
+
+
+def _pipe_keys(channel: Mapping[str, Any]) -> tuple[ObjectStore, list[str]]:
+    """A Pipe channel's store and every key of it, in the order File mode would list them."""
+    uri, data_type = channel["uri"], channel.get("data_type") or "S3Prefix"
+    if data_type == "ManifestFile":
+        prefix, entries = _manifest_entries(uri)
+        return open_store(prefix), entries
+    if data_type != "S3Prefix":
+        raise InputError(f"S3DataType {data_type} is not supported by murphy's Pipe input mode")
+    store = open_store(uri)
+    keys = [k for k in store.list("") if _safe(k)]  # listing order: S3's, by key
+    if keys:
+        return store, keys
+    parent, name = _split(uri)
+    store = open_store(parent)
+    if not store.exists(name):
+        raise InputError(f"no objects at {uri}")
+    return store, [name]
+
+
+def pipe_source(channel: Mapping[str, Any], host: HostShard | None = None) -> PipeSource:
+    """What a Pipe-mode ``channel``'s FIFO streams (this host's share of a sharded one); the
+    listing is taken once, when the job starts, as SageMaker's is. ``ShuffleConfig``: the whole
+    channel, shuffled and shared out anew each epoch (:class:`PipeSource`)."""
+    name = channel["name"]
+    try:
+        shard = _shard_of(channel, host)
+        store, keys = _pipe_keys(channel)
+        wrapper, compression = channel.get("record_wrapper") or "None", channel.get("compression") or "None"
+        if wrapper not in ("None", "RecordIO"):
+            raise InputError(f"RecordWrapperType {wrapper} is not supported (use None or RecordIO)")
+        if compression not in ("None", "Gzip"):
+            raise InputError(f"CompressionType {compression} is not supported (use None or Gzip)")
+    except InputError as e:
+        raise InputError(f"channel {name!r}: {e}") from None
+    source = PipeSource(name, store, tuple(keys), record_io=wrapper == "RecordIO", gzip=compression == "Gzip")
+    seed = channel.get("shuffle_seed")
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        base = sorted(set(keys)) if shard is not None else keys
+        return dataclasses.replace(source, keys=tuple(base), shuffle_seed=seed,
+                                   host=shard.index if shard else 0, hosts=len(shard.hosts) if shard else 1)
+    return dataclasses.replace(source, keys=tuple(shard.select(keys))) if shard is not None else source
 
 
 def _local_dir(uri: str) -> str | None:

@@ -36,6 +36,7 @@ from murphy.container.env import (
     write_json_atomic,
 )
 from murphy.container.inputs import (
+    PIPE,
     SHARDED,
     HostShard,
     InputError,
@@ -43,9 +44,11 @@ from murphy.container.inputs import (
     download_channel,
     fetch_source,
     pack_dir,
+    pipe_source,
 )
 from murphy.container.mirror import MirrorThread, TensorMirror
 from murphy.container.namespace import SAGEMAKER_OPT_ML, wrap, write_python_shims
+from murphy.container.pipes import PipeFeeder, PipeSource, start_feeders
 from murphy.container.smdebug_alias import program_env
 from murphy.storage import gateway, open_store
 
@@ -69,6 +72,10 @@ class Toolkit:
         self.config: dict[str, Any] = {}
         #: Variables the program gets on top of the toolkit's own.
         self.program_env: dict[str, str] = {}
+        #: Pipe-mode channels: what their FIFOs carry, the threads feeding them, the first failure.
+        self.pipes: list[PipeSource] = []
+        self.feeders: list[PipeFeeder] = []
+        self.pipe_error: str | None = None
 
     # ---- signals ---------------------------------------------------------------------------
 
@@ -96,6 +103,12 @@ class Toolkit:
         # Only a sharded channel needs to know the host (a one-host contract stays optional).
         host = current_host(self.opt_ml) if any(c.get("distribution") == SHARDED for c in channels) else None
         for channel in channels:
+            if channel.get("input_mode") == PIPE:  # streamed once the program starts, not downloaded
+                source = pipe_source(channel, host)
+                self.pipes.append(source)
+                log(f"channel {channel['name']}: Pipe input mode, {len(source.epoch_keys(0))} object(s) from {channel['uri']} "
+                    f"-> {os.path.join(self.opt_ml.data_dir, channel['name'])}_<epoch>")
+                continue
             dest = self.opt_ml.channel_dir(channel["name"])
             n = download_channel(channel, dest, lambda: self.signum is not None, host)
             sharded = host is not None and len(host.hosts) > 1 and channel.get("distribution") == SHARDED
@@ -166,8 +179,28 @@ class Toolkit:
             raise ToolkitError(f"cannot start {argv[0]!r}: {e}") from e
         if self.signum is not None:  # arrived between the check and the spawn
             self._forward(self.signum)
+        elif self.pipe_error is not None:
+            self._forward(signal.SIGTERM)
         rc = self.program.wait()
         return 128 - rc if rc < 0 else rc
+
+    def _on_pipe_error(self, message: str) -> None:
+        """A feeder cannot stream its channel (feeder thread): the job fails with its reason,
+        and the program, which would read a short or endless pipe, is stopped."""
+        if self.pipe_error is None:
+            self.pipe_error = message
+            log(f"error: {message}; stopping the program")
+            self._forward(signal.SIGTERM)
+
+    def _start_pipes(self) -> None:
+        if self.pipes:
+            self.feeders = start_feeders(self.pipes, self.opt_ml.data_dir, self._on_pipe_error)
+
+    def _stop_pipes(self) -> None:
+        for feeder in self.feeders:
+            feeder.stop()
+            log(f"channel {feeder.source.channel}: {feeder.epochs_done} epoch(s) streamed")
+        self.feeders = []
 
     def _mirror(self) -> TensorMirror | None:
         uri = self.config.get("tensor_uri")
@@ -236,10 +269,14 @@ class Toolkit:
                 thread = MirrorThread(mirror, self.mirror_interval)
                 thread.start()
             tb_thread = self._tensorboard_thread()
+            self._start_pipes()
             self.stage("Training")
             ran = True
             code = self.run_program(argv, cwd)
             log(f"program exited with code {code}")
+            self._stop_pipes()
+            if self.pipe_error is not None:
+                code = self._fail(self.pipe_error, code)
         except Interrupted:
             code = 128 + (self.signum or signal.SIGTERM)
             log(f"stopped by signal {self.signum} before the program started")
@@ -248,6 +285,7 @@ class Toolkit:
         except Exception as e:
             code = self._fail(f"murphy toolkit error: {type(e).__name__}: {e}")
         finally:
+            self._stop_pipes()
             if thread is not None:
                 thread.stop()
             if tb_thread is not None:

@@ -95,6 +95,10 @@ def training_plan(record: JobRecord) -> TrainingPlan:
                 content_type=ch.get("ContentType"),
                 data_type=s3.get("S3DataType", "S3Prefix"),
                 distribution=s3.get("S3DataDistributionType", "FullyReplicated"),
+                input_mode=ch.get("InputMode") or algo.get("TrainingInputMode") or "File",
+                record_wrapper=ch.get("RecordWrapperType") or "None",
+                compression=ch.get("CompressionType") or "None",
+                shuffle_seed=(ch.get("ShuffleConfig") or {}).get("Seed"),
             )
         )
     hook_config = spec.get("DebugHookConfig")

@@ -37,13 +37,18 @@ class Handle:
 
 @dataclass(frozen=True)
 class Channel:
-    """One ``InputDataConfig`` channel: downloaded to ``/opt/ml/input/data/<name>``."""
+    """One ``InputDataConfig`` channel: downloaded to ``/opt/ml/input/data/<name>`` (File,
+    FastFile) or streamed through the FIFOs ``/opt/ml/input/data/<name>_<epoch>`` (Pipe)."""
 
     name: str
     uri: str  # s3://... (or file://) prefix or object
     content_type: str | None = None
     data_type: str = "S3Prefix"  # S3Prefix | ManifestFile | AugmentedManifestFile
     distribution: str = "FullyReplicated"
+    input_mode: str = "File"  # the channel's InputMode, else the job's TrainingInputMode
+    record_wrapper: str = "None"  # RecordWrapperType: None | RecordIO (Pipe mode only)
+    compression: str = "None"  # CompressionType: None | Gzip (Pipe mode only)
+    shuffle_seed: int | None = None  # ShuffleConfig.Seed (Pipe mode: a new order every epoch)
 
 
 @dataclass(frozen=True)

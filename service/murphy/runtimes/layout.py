@@ -79,7 +79,11 @@ def _local_path(opt_ml: OptMl, requested: Any) -> str:
 def input_data_config(plan: TrainingPlan) -> dict[str, dict[str, str]]:
     out = {}
     for ch in plan.channels:
-        entry = {"TrainingInputMode": "File", "S3DistributionType": ch.distribution, "RecordWrapperType": "None"}
+        # Each channel's own mode, as SageMaker writes it (FastFile channels are downloaded, as File).
+        entry = {"TrainingInputMode": ch.input_mode, "S3DistributionType": ch.distribution,
+                 "RecordWrapperType": ch.record_wrapper}
+        if ch.compression != "None":
+            entry["CompressionType"] = ch.compression
         if ch.content_type:
             entry["ContentType"] = ch.content_type
         out[ch.name] = entry
@@ -137,7 +141,9 @@ def write_training_layout(
         "tensorboard_uri": plan.tensorboard_uri,
         "tensorboard_path": tensorboard_path,
         "channels": [{"name": c.name, "uri": c.uri, "data_type": c.data_type, "content_type": c.content_type,
-                      "distribution": c.distribution} for c in plan.channels],
+                      "distribution": c.distribution, "input_mode": c.input_mode,
+                      "record_wrapper": c.record_wrapper, "compression": c.compression,
+                      "shuffle_seed": c.shuffle_seed} for c in plan.channels],
         "container_entrypoint": list(plan.container_entrypoint) if plan.container_entrypoint else None,
         "container_arguments": list(plan.container_arguments) if plan.container_arguments is not None else None,
         # Several hosts: the toolkit runs torchrun across them, uploads the model from algo-1
