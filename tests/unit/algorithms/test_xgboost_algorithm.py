@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,56 @@ def test_failures_are_client_errors_in_the_failure_file(
         assert failure == reason
     else:
         assert failure.startswith("ClientError: Channel 'train': First line '1 1:0.5 2:0.1...' of file") and "is not 'CSV' format" in failure
+
+
+def _as_pipe(root: Path, channel: str, mode: dict[str, str] | None = None) -> threading.Thread:
+    """Turn ``channel``'s directory into SageMaker's Pipe-mode FIFO ``<channel>_0``, fed by a
+    thread (the toolkit's feeder in a job) with the directory's files end to end."""
+    d = root / "input" / "data" / channel
+    data = b"".join(f.read_bytes() for f in sorted(d.iterdir()))
+    for f in d.iterdir():
+        f.unlink()
+    d.rmdir()
+    fifo = root / "input" / "data" / f"{channel}_0"
+    os.mkfifo(fifo)
+    cfg = root / "input" / "config" / "inputdataconfig.json"
+    config = json.loads(cfg.read_text())
+    config[channel].update({"TrainingInputMode": "Pipe", "RecordWrapperType": "None", **(mode or {})})
+    cfg.write_text(json.dumps(config))
+
+    def feed() -> None:
+        with open(fifo, "wb") as f:
+            for i in range(0, len(data), 4096):  # in pieces, as a stream arrives
+                f.write(data[i:i + 4096])
+
+    t = threading.Thread(target=feed, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("ctype", ["text/csv", "text/libsvm"])
+def test_pipe_mode_channels_are_read_from_their_fifo(tmp_path: Path, ctype: str) -> None:
+    hps = {"num_round": "6", "objective": "binary:logistic", "max_depth": "3", "eval_metric": "logloss"}
+    file_run = _run(_layout(tmp_path / "file", hps, ctype))
+    root = _layout(tmp_path / "pipe", hps, ctype)
+    feeder = _as_pipe(root, "train")  # validation stays a File channel beside it
+    proc = _run(root)
+    feeder.join(5)
+    assert proc.returncode == 0, proc.stderr
+    assert not feeder.is_alive()
+    metrics = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
+    # The same rows in the same order: the same model and metrics as File mode.
+    assert metrics == [ln for ln in file_run.stdout.splitlines() if ln.startswith("[")] and len(metrics) == 6
+
+
+def test_pipe_mode_recordio_is_a_client_error(tmp_path: Path) -> None:
+    root = _layout(tmp_path, {"num_round": "3"}, "text/csv")
+    feeder = _as_pipe(root, "train", {"RecordWrapperType": "RecordIO"})
+    proc = _run(root)
+    assert proc.returncode == 1
+    reason = (root / "output" / "failure").read_text()
+    assert reason.startswith("ClientError: Channel 'train': RecordIO-wrapped data"), reason
+    # The feeder is still waiting for a reader that never came: open the FIFO to let it end.
+    with open(root / "input" / "data" / "train_0", "rb") as f:
+        f.read()
+    feeder.join(5)

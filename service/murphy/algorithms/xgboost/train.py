@@ -4,7 +4,9 @@ Reads SageMaker's ``/opt/ml`` contract (``$MURPHY_OPT_ML`` under the process run
 ``input/config/hyperparameters.json`` (checked by :mod:`.hyperparameters`),
 ``inputdataconfig.json`` (each channel's ``ContentType``: ``text/csv`` = label in the first
 column, no header; ``text/libsvm``, the default), the ``train`` channel (required) and the
-``validation`` channel (optional) under ``input/data/``. Trains with ``xgboost.train`` on
+``validation`` channel (optional) under ``input/data/`` (File mode) or, in Pipe mode, their
+first epoch's FIFO ``input/data/<channel>_0`` (CSV or libsvm, as SageMaker's algorithm reads
+them). Trains with ``xgboost.train`` on
 ``[(train, "train"), (validation, "validation")]``, printing each round as xgboost (and so
 SageMaker's algorithm) does: ``[0]\\ttrain-rmse:0.47990\\tvalidation-rmse:0.48812``, the tab
 shown as ``#011`` in CloudWatch. The model goes to ``model/xgboost-model`` (xgboost's own
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +62,41 @@ def _channel(opt_ml: OptMl, data_config: dict[str, Any], name: str, weights: boo
     path = opt_ml.channel_dir(name)
     if name not in data_config and not os.path.isdir(path):
         return None
-    ctype = (data_config.get(name) or {}).get("ContentType")
+    config = data_config.get(name) or {}
+    ctype = config.get("ContentType")
+    scratch = None
     try:
+        if config.get("TrainingInputMode") == "Pipe":
+            scratch = tempfile.mkdtemp(prefix=f"murphy-xgboost-{name}-")
+            path = _drain_pipe(path, config, scratch)
         if weights and content_type(ctype) == CSV:
             x, y = load_csv(data_files(path))
             return xgboost.DMatrix(x[:, 1:], label=y, weight=x[:, 0])
         return load_dmatrix(path, ctype)
     except DataError as e:
         raise UserError(f"Channel '{name}': {e}") from e
+    finally:
+        if scratch is not None:  # the DMatrix holds the data in memory by now
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _drain_pipe(channel_dir: str, config: dict[str, Any], scratch: str) -> str:
+    """The first epoch of a Pipe-mode channel, read to its end into one scratch file.
+
+    xgboost's loaders need a file (libsvm) or a whole array (CSV), and the algorithm makes one
+    pass over its data, so one epoch is all it reads, as SageMaker's algorithm does for CSV and
+    libsvm in Pipe mode. RecordIO framing wraps protobuf records, which murphy's algorithm does
+    not read."""
+    if config.get("RecordWrapperType") == "RecordIO":
+        raise DataError("RecordIO-wrapped data (application/x-recordio-protobuf) is not supported in Pipe mode; "
+                        "use text/csv or text/libsvm with RecordWrapperType None")
+    fifo = f"{channel_dir}_0"
+    if not os.path.exists(fifo):
+        raise DataError(f"{fifo} is not a valid path!")
+    out = os.path.join(scratch, "pipe-epoch-0")
+    with open(fifo, "rb") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return out
 
 
 def xgboost_params(hps: dict[str, Any]) -> dict[str, Any]:
