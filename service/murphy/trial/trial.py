@@ -19,7 +19,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from murphy.storage.base import ObjectStore
 from murphy.tensorio.index import IndexTable, ParsedIndex
 from murphy.tensorio.locations import END_OF_TRAINING_KEY
 from murphy.trial import stepvalues
+from murphy.trial.batch import BatchValues, read_values
 from murphy.trial.discovery import IndexScanner
 from murphy.trial.fetch import RecordFetcher
 from murphy.trial.opening import (
@@ -281,6 +282,18 @@ class Trial:
             coll = self.collection(collection if isinstance(collection, str) else collection.name)
             return sorted(n for n in names if coll.matches(n))
         return sorted(names)
+
+    def tensor_values(
+        self,
+        names: Sequence[str],
+        steps: Iterable[int] | None = None,
+        mode: ModeKeys = ModeKeys.GLOBAL,
+        worker: str | None = None,
+    ) -> dict[str, BatchValues]:
+        """Many steps of a few tensors in one pass (murphy extension; see :mod:`murphy.trial.batch`):
+        the values ``tensor(name).value(step, mode, worker)`` would give, one request per events
+        file, and per step the error it would raise instead of raising it."""
+        return read_values(self, names, steps, mode=mode, worker=worker)
 
     def write_order(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
         """Names saved at ``step`` in the order the hook wrote them (murphy extension).
