@@ -16,7 +16,7 @@ corrupt file never costs the other steps.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -65,19 +65,25 @@ class _Want:
 def read_values(
     trial: Trial,
     names: Sequence[str],
-    steps: Iterable[int] | None = None,
+    steps: Iterable[int] | Mapping[str, Iterable[int]] | None = None,
     *,
     mode: ModeKeys = ModeKeys.GLOBAL,
     worker: str | None = None,
 ) -> dict[str, BatchValues]:
-    """``{name: BatchValues}`` of ``names`` at ``steps`` (steps of ``mode``; every complete step
-    of each tensor when None), as ``trial.tensor(name).value(step, mode, worker)`` would read them.
+    """``{name: BatchValues}`` of ``names`` at ``steps`` (steps of ``mode``; per name when a
+    mapping; every complete step of each tensor when None), as
+    ``trial.tensor(name).value(step, mode, worker)`` would read them.
 
     An unknown name raises ``TensorUnavailable`` as ``trial.tensor`` does.
     """
     mode = as_mode(mode)
     trial.maybe_refresh()
-    asked = None if steps is None else sorted(set(steps))
+    per_name: Mapping[str, Iterable[int]] | None = None
+    common: list[int] | None = None
+    if isinstance(steps, Mapping):
+        per_name = steps
+    elif steps is not None:
+        common = sorted(set(steps))
     found: dict[str, list[tuple[int, np.ndarray[Any, Any]]]] = {}
     out: dict[str, BatchValues] = {}
     by_file: dict[str, list[_Want]] = {}
@@ -85,6 +91,7 @@ def read_values(
         tensor = trial.tensor(name)
         res = out[name] = BatchValues(name)
         found[name] = []
+        asked = sorted(set(per_name.get(name, ()))) if per_name is not None else common
         for order, step in enumerate(tensor.steps(mode=mode) if asked is None else asked):
             res.steps.append(step)
             g = step if mode is ModeKeys.GLOBAL else trial._book.global_step(mode, step)

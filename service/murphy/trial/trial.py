@@ -19,7 +19,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -286,7 +286,7 @@ class Trial:
     def tensor_values(
         self,
         names: Sequence[str],
-        steps: Iterable[int] | None = None,
+        steps: Iterable[int] | Mapping[str, Iterable[int]] | None = None,
         mode: ModeKeys = ModeKeys.GLOBAL,
         worker: str | None = None,
     ) -> dict[str, BatchValues]:
