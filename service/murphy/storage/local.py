@@ -203,10 +203,11 @@ class LocalObjectStore:
                     continue
                 kept.append(d)
             dirnames[:] = kept
+            base = f"{rel_dir}/" if rel_dir else ""  # os.walk's names hold no "/": no join_key
             for name in filenames:
                 if name.endswith(_TMP_SUFFIX):
                     continue
-                key = join_key(rel_dir, name)
+                key = base + name
                 if key.startswith(prefix) and (start_after is None or key > start_after):
                     keys.append(key)
         keys.sort()

@@ -87,6 +87,7 @@ def read_values(
     found: dict[str, list[tuple[int, np.ndarray[Any, Any]]]] = {}
     out: dict[str, BatchValues] = {}
     by_file: dict[str, list[_Want]] = {}
+    step_files = trial._step_files
     for name in names:
         tensor = trial.tensor(name)
         res = out[name] = BatchValues(name)
@@ -95,15 +96,20 @@ def read_values(
         for order, step in enumerate(tensor.steps(mode=mode) if asked is None else asked):
             res.steps.append(step)
             g = step if mode is ModeKeys.GLOBAL else trial._book.global_step(mode, step)
-            by_worker = None if g is None else trial._slots(g, name)
-            if by_worker is None:
+            files = None if g is None else step_files.get(g)
+            if files is not None and len(files) == 1 and worker is None:  # one worker wrote it
+                fname, view = next(iter(files.values()))
+                slot = view.slots.get(name)
+            else:
+                by_worker = None if g is None else trial._slots(g, name)
+                rec = None if by_worker is None else by_worker[min(by_worker)] if worker is None else by_worker.get(worker)
+                if rec is None and by_worker is not None:
+                    res.errors[step] = InvalidWorker(str(worker))
+                    continue
+                fname, slot = rec if rec is not None else ("", None)
+            if slot is None:
                 res.errors[step] = tensor._missing_error(step, mode)
                 continue
-            rec = by_worker[min(by_worker)] if worker is None else by_worker.get(worker)
-            if rec is None:
-                res.errors[step] = InvalidWorker(str(worker))
-                continue
-            fname, slot = rec
             if slot.span is None or not fname:
                 res.errors[step] = TensorUnavailableForStep(name, step, mode, has_reductions=bool(slot.reductions))
                 continue
@@ -139,12 +145,17 @@ def _fetched(
     key order (remote stores: ``FETCH_THREADS`` gets in flight)."""
     jobs: list[tuple[str, list[_Want], int, int]] = []
     for fname in sorted(by_file):
-        wants = sorted(by_file[fname], key=lambda w: w.span[0])
+        wants = by_file[fname]
+        if len(wants) > 1:
+            wants.sort(key=lambda w: w.span[0])
         whole = trial._fetcher.cached(fname)
         if whole is not None:
             yield fname, wants, whole, 0
             continue
-        jobs.extend((fname, group, lo, hi - lo) for group, lo, hi in _spans(wants))
+        if len(wants) == 1:  # the usual case for a scalar series: one record per step's file
+            jobs.append((fname, wants, wants[0].span[0], wants[0].span[1]))
+        else:
+            jobs.extend((fname, group, lo, hi - lo) for group, lo, hi in _spans(wants))
     store = trial.store
 
     def get(job: tuple[str, list[_Want], int, int]) -> bytes | ReadError:
