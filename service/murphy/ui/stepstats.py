@@ -22,7 +22,8 @@ _INF = math.inf
 
 
 def _scalar(v: float) -> tuple[float, ...]:
-    return (v, v, v, v, math.sqrt(v * v), 1.0 if v != v else 0.0, 1.0 if v in (_INF, -_INF) else 0.0)
+    # mean: numpy sums from +0.0, so the mean of [-0.0] is 0.0 (``+ 0.0`` changes nothing else)
+    return (v, v, v, v + 0.0, math.sqrt(v * v), 1.0 if v != v else 0.0, 1.0 if v in (_INF, -_INF) else 0.0)
 
 
 def step_stats(value: np.ndarray[Any, Any]) -> tuple[float, ...]:
@@ -32,6 +33,14 @@ def step_stats(value: np.ndarray[Any, Any]) -> tuple[float, ...]:
         return (math.nan,) * len(STATS)
     if a.size == 1:
         return _scalar(float(a.reshape(-1)[0]))
+    return numpy_stats(a)
+
+
+def numpy_stats(value: np.ndarray[Any, Any]) -> tuple[float, ...]:
+    """:func:`step_stats` by numpy's reductions, for a value of any size (the general path)."""
+    a = np.asarray(value)
+    if a.dtype.kind not in _NUMERIC:
+        return (math.nan,) * len(STATS)
     f = a.astype(np.float64, copy=False).ravel()
     if f.size == 0:
         return (math.nan, math.nan, math.nan, math.nan, 0.0, 0.0, 0.0)
@@ -40,7 +49,7 @@ def step_stats(value: np.ndarray[Any, Any]) -> tuple[float, ...]:
         lo, hi, mean = float(f.min()), float(f.max()), float(f.mean())
     nan = float(np.count_nonzero(np.isnan(f)))
     inf = float(np.count_nonzero(np.isinf(f)))
-    return (l2, lo, hi, mean, l2, nan, inf)
+    return (float(f[0]) if f.size == 1 else l2, lo, hi, mean, l2, nan, inf)
 
 
 def all_scalars(values: Sequence[np.ndarray[Any, Any]]) -> bool:
@@ -50,10 +59,10 @@ def all_scalars(values: Sequence[np.ndarray[Any, Any]]) -> bool:
 
 def scalar_columns(values: Sequence[np.ndarray[Any, Any]]) -> list[list[float]]:
     """``STATS`` columns of one-number values (see :func:`all_scalars`), as :func:`step_stats`
-    gives them step by step (the first four are one list: the caller copies, not mutates)."""
+    gives them step by step (the first three are one list: the caller copies, not mutates)."""
     v = np.fromiter((float(x.reshape(-1)[0]) for x in values), dtype=np.float64, count=len(values))
     with np.errstate(all="ignore"):
         l2 = np.sqrt(v * v)
     col = v.tolist()
-    return [col, col, col, col, l2.tolist(), np.isnan(v).astype(np.float64).tolist(),
+    return [col, col, col, (v + 0.0).tolist(), l2.tolist(), np.isnan(v).astype(np.float64).tolist(),
             np.isinf(v).astype(np.float64).tolist()]

@@ -229,7 +229,12 @@ class TensorCache:
         got: list[float] = []
         for stat, op in _FROM_REDUCTION.items():
             try:
-                stats[STATS.index(stat)] = float(np.asarray(tensor.reduction_value(step, op)))
+                # A stored reduction reads back as one number of shape (1,) (numpy 2 refuses
+                # float() of that), a computed one as shape (): take the one element either way.
+                red = np.asarray(tensor.reduction_value(step, op))
+                if red.size != 1:
+                    continue
+                stats[STATS.index(stat)] = float(red.reshape(-1)[0])
                 got.append(stats[STATS.index(stat)])
             except (SMDebugError, MurphyError, TypeError, ValueError):
                 continue
