@@ -26,6 +26,7 @@ def _iov_max() -> int:
 
 _IOV_MAX = _iov_max()
 _PREAD_MAX = 64 << 20
+_READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _tmp_counter = itertools.count()
 
 Buffer = bytes | bytearray | memoryview
@@ -147,22 +148,34 @@ class LocalObjectStore:
         return Path(self._path_str(key))
 
     def get(self, key: str, start: int = 0, length: int | None = None) -> bytes:
-        # Unbuffered, from the string path, one pread for a range: a reader opening a long trial
-        # makes 100,000s of these, and a Path object plus a buffered reader each cost more than
-        # the system calls themselves.
+        # A file descriptor and one pread, from the string path: a reader opening a long trial
+        # makes 100,000s of these, and a Path object plus a file object each cost about as much
+        # as the system calls themselves.
         try:
-            with open(self._path_str(key), "rb", buffering=0) as f:
-                if length is None:
-                    if start:
-                        f.seek(start)
-                    return f.readall()
-                if length > _PREAD_MAX:  # pread allocates its length: clamp to what exists
-                    length = max(0, min(length, os.fstat(f.fileno()).st_size - start))
-                return os.pread(f.fileno(), length, start)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            fd = os.open(self._path_str(key), _READ)
+        except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFound(key) from None
         except OSError as e:
             raise StorageError(f"cannot read {key}: {e}") from e
+        try:
+            if length is not None and length <= _PREAD_MAX:
+                return os.pread(fd, length, start)
+            # pread allocates what it is asked for: ask for what exists, plus one byte that
+            # tells a file that grew since (then read to its end as a stream)
+            rest = max(0, os.fstat(fd).st_size - start)
+            if rest < _PREAD_MAX:
+                data = os.pread(fd, rest + 1, start)
+                if len(data) <= rest or length is not None:
+                    return data if length is None else data[:length]
+            with open(fd, "rb", buffering=0, closefd=False) as f:
+                f.seek(start)
+                return f.readall() if length is None else f.read(length) or b""
+        except IsADirectoryError:
+            raise ObjectNotFound(key) from None
+        except OSError as e:
+            raise StorageError(f"cannot read {key}: {e}") from e
+        finally:
+            os.close(fd)
 
     def put(self, key: str, data: bytes) -> None:
         self.put_parts(key, (data,))
