@@ -28,9 +28,9 @@ from murphy.core.modes import ModeKeys, as_mode
 from murphy.exceptions import InvalidWorker, MurphyError, SMDebugError, TensorUnavailableForStep
 from murphy.storage.local import LocalObjectStore
 from murphy.storage.memory import InMemoryObjectStore
-from murphy.trial.tables import Span
 
 if TYPE_CHECKING:
+    from murphy.trial.tensor import Tensor
     from murphy.trial.trial import Trial
 
 log = logging.getLogger(__name__)
@@ -55,12 +55,8 @@ class BatchValues:
     errors: dict[int, ReadError] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
-class _Want:
-    name: str
-    step: int  # as asked (a mode step when a mode is given)
-    order: int  # position among the tensor's asked steps, so answers keep the asked order
-    span: Span
+_Want = tuple[str, int, int, int, int]
+"""``(name, step as asked, order among the tensor's asked steps, record start, record length)``."""
 
 
 def read_values(
@@ -89,54 +85,70 @@ def read_values(
     out: dict[str, BatchValues] = {}
     by_file: dict[str, list[_Want]] = {}
     step_files = trial._step_files
+    simple = mode is ModeKeys.GLOBAL and worker is None
     for name in names:
         tensor = trial.tensor(name)
-        res = out[name] = BatchValues(name)
-        found[name] = []
         asked = sorted(set(per_name.get(name, ()))) if per_name is not None else common
-        for order, step in enumerate(tensor.steps(mode=mode) if asked is None else asked):
-            res.steps.append(step)
-            g = step if mode is ModeKeys.GLOBAL else trial._book.global_step(mode, step)
-            files = None if g is None else step_files.get(g)
-            if files is not None and len(files) == 1 and worker is None:  # one worker wrote it
-                fname, view = next(iter(files.values()))
-                slot = view.slots.get(name)
-            else:
-                by_worker = None if g is None else trial._slots(g, name)
-                rec = None if by_worker is None else by_worker[min(by_worker)] if worker is None else by_worker.get(worker)
-                if rec is None and by_worker is not None:
-                    res.errors[step] = InvalidWorker(str(worker))
+        res = out[name] = BatchValues(name, list(tensor.steps(mode=mode) if asked is None else asked))
+        found[name] = []
+        errors = res.errors
+        for order, step in enumerate(res.steps):
+            if simple:  # the usual case, without building the per-worker dict: one worker wrote it
+                files = step_files.get(step)
+                if files is not None and len(files) == 1:
+                    for fname, view in files.values():
+                        slot = view.slots.get(name)
+                        if slot is not None and slot.span is not None and fname:
+                            wants = by_file.get(fname)
+                            if wants is None:
+                                wants = by_file[fname] = []
+                            wants.append((name, step, order, *slot.span))
+                            break
+                    else:
+                        _resolve(trial, tensor, name, step, order, mode, worker, by_file, errors)
                     continue
-                fname, slot = rec if rec is not None else ("", None)
-            if slot is None:
-                res.errors[step] = tensor._missing_error(step, mode)
-                continue
-            if slot.span is None or not fname:
-                res.errors[step] = TensorUnavailableForStep(name, step, mode, has_reductions=bool(slot.reductions))
-                continue
-            by_file.setdefault(fname, []).append(_Want(name, step, order, slot.span))
+            _resolve(trial, tensor, name, step, order, mode, worker, by_file, errors)
+    decode = trial._fetcher.value_in
     for fname, wants, buf, base in _fetched(trial, by_file, mode):
-        for want in wants:
-            if isinstance(buf, TensorUnavailableForStep):  # the events file never came
-                out[want.name].errors[want.step] = TensorUnavailableForStep(want.name, want.step, mode)
-                continue
-            if not isinstance(buf, bytes):
-                out[want.name].errors[want.step] = buf
-                continue
+        if not isinstance(buf, bytes):
+            missing = isinstance(buf, TensorUnavailableForStep)  # the events file never came
+            for name, step, _, _, _ in wants:
+                out[name].errors[step] = TensorUnavailableForStep(name, step, mode) if missing else buf
+            continue
+        for name, step, order, start, length in wants:
             try:
-                loc = (fname, *want.span)
-                value = trial._fetcher.value_in(buf, want.span[0] - base, loc, want.name, want.step)
+                value = decode(buf, start - base, fname, start, length, name, step)
             except (SMDebugError, MurphyError) as exc:
                 log.warning("skipping %s", exc)
-                out[want.name].errors[want.step] = exc
+                out[name].errors[step] = exc
                 continue
-            found[want.name].append((want.order, value))
+            found[name].append((order, value))
     for name, res in out.items():
         # Values arrive in file order; put them back in step order, without the failed steps.
         got = sorted(found[name], key=itemgetter(0))  # already in order for one tensor: O(n)
-        res.steps = [s for s in res.steps if s not in res.errors] if res.errors else res.steps
+        if res.errors:
+            res.steps = [s for s in res.steps if s not in res.errors]
         res.values = [v for _, v in got]
     return out
+
+
+def _resolve(trial: Trial, tensor: Tensor, name: str, step: int, order: int, mode: ModeKeys, worker: str | None,
+             by_file: dict[str, list[_Want]], errors: dict[int, ReadError]) -> None:
+    """The general lookup of one ``(tensor, step)``: a want for its file, or the error."""
+    g = step if mode is ModeKeys.GLOBAL else trial._book.global_step(mode, step)
+    by_worker = None if g is None else trial._slots(g, name)
+    if by_worker is None:
+        errors[step] = tensor._missing_error(step, mode)
+        return
+    rec = by_worker[min(by_worker)] if worker is None else by_worker.get(worker)
+    if rec is None:
+        errors[step] = InvalidWorker(str(worker))
+        return
+    fname, slot = rec
+    if slot.span is None or not fname:
+        errors[step] = TensorUnavailableForStep(name, step, mode, has_reductions=bool(slot.reductions))
+        return
+    by_file.setdefault(fname, []).append((name, step, order, *slot.span))
 
 
 def _fetched(
@@ -148,13 +160,13 @@ def _fetched(
     for fname in sorted(by_file):
         wants = by_file[fname]
         if len(wants) > 1:
-            wants.sort(key=lambda w: w.span[0])
+            wants.sort(key=itemgetter(3))
         whole = trial._fetcher.cached(fname)
         if whole is not None:
             yield fname, wants, whole, 0
             continue
         if len(wants) == 1:  # the usual case for a scalar series: one record per step's file
-            jobs.append((fname, wants, wants[0].span[0], wants[0].span[1]))
+            jobs.append((fname, wants, wants[0][3], wants[0][4]))
         else:
             jobs.extend((fname, group, lo, hi - lo) for group, lo, hi in _spans(wants))
     store = trial.store
@@ -162,7 +174,7 @@ def _fetched(
     def get(job: tuple[str, list[_Want], int, int]) -> bytes | ReadError:
         fname, wants, lo, n = job
         try:
-            return trial._fetcher.get_retrying(fname, lo, n, wants[0].name, wants[0].step, mode)
+            return trial._fetcher.get_retrying(fname, lo, n, wants[0][0], wants[0][1], mode)
         except (SMDebugError, MurphyError) as exc:  # missing for good, or a store error
             return exc
 
@@ -183,7 +195,7 @@ def _spans(wants: list[_Want]) -> Iterator[tuple[list[_Want], int, int]]:
     group: list[_Want] = []
     lo = hi = 0
     for want in wants:
-        start, length = want.span
+        start, length = want[3], want[4]
         if group and start + length - lo > MAX_SPAN:
             yield group, lo, hi
             group = []

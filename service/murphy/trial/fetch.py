@@ -89,13 +89,16 @@ class RecordFetcher:
         except (TruncatedRecord, UnsupportedDType, CorruptRecord) as exc:
             raise self._worded(exc, loc, tname, step) from exc
 
-    def value_in(self, buf: bytes, offset: int, loc: Location, tname: str, step: int) -> np.ndarray[Any, Any]:
-        """The value of the record at ``loc`` whose bytes start at ``buf[offset]`` (a buffer the
-        caller fetched, e.g. a bulk read's span of a file); raises like :meth:`read`."""
+    def value_in(
+        self, buf: bytes, offset: int, fname: str, start: int, length: int, tname: str, step: int
+    ) -> np.ndarray[Any, Any]:
+        """The value of the record at ``(fname, start, length)`` whose bytes begin at
+        ``buf[offset]`` (a buffer the caller fetched: a bulk read's span of a file); raises like
+        :meth:`read`."""
         try:
-            return self._decoder.value(buf, offset, loc[2], tname)
+            return self._decoder.value(buf, offset, length, tname)
         except (TruncatedRecord, UnsupportedDType, CorruptRecord) as exc:
-            raise self._worded(exc, loc, tname, step) from exc
+            raise self._worded(exc, (fname, start, length), tname, step) from exc
 
     def cached(self, fname: str) -> bytes | None:
         """The whole events file if it is in the cache."""
