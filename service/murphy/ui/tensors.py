@@ -170,7 +170,6 @@ class TensorCache:
                 out.append(s)
                 if s.seen == version:  # nothing new was indexed since: no step list to walk
                     continue
-                s.seen = version
                 steps = trial.tensor(name).steps()
                 fresh = steps[bisect.bisect_right(steps, s.steps[-1]) if s.steps else 0 :]
                 if fresh:
@@ -184,6 +183,8 @@ class TensorCache:
                     for step in fresh:
                         stats, shape, dtype = self._read(tensor, step)
                         self._append(s, [step], [[v] for v in stats], [shape], dtype)
+            for s in out:  # only once read: a read that raised is tried again next time
+                s.seen = version
             return out
 
     def _append_batch(self, trial: Trial, new: dict[str, list[int]]) -> None:
