@@ -189,3 +189,33 @@ def test_workload_constants_are_consistent() -> None:
     """Guard: the checks above assume this schedule (7 saved global steps per worker)."""
     steps = sum(n for _, n in workload.SCHEDULE)
     assert steps == 12 and workload.SAVE_INTERVAL == 2
+
+
+@pytest.mark.parametrize("run_name", ["smdebug_local_run", "murphy_local_run"])
+def test_batch_read_equals_per_step_reads(run_name: str, run_named: RunGetter) -> None:
+    """``Trial.tensor_values`` (one request per events file) on a run smdebug's hook or murphy's
+    wrote: every tensor, every mode, every worker, value for value what ``value()`` reads, and
+    the same error type where ``value()`` raises (reductions-only tensors)."""
+    from murphy.exceptions import MurphyError, SMDebugError
+    from murphy.trial import create_trial, modes
+
+    run = run_named(run_name)
+    trial = create_trial(str(run.local_dir))
+    compared = errors = 0
+    for name in trial.tensor_names():
+        for mode in (modes.GLOBAL, modes.TRAIN, modes.EVAL):
+            steps = trial.tensor(name).steps(mode=mode)
+            for worker in (None, *trial.workers()):
+                got = trial.tensor_values([name], steps, mode=mode, worker=worker)[name]
+                values = dict(zip(got.steps, got.values, strict=True))
+                for step in steps:
+                    try:
+                        want = trial.tensor(name).value(step, mode=mode, worker=worker)
+                    except (SMDebugError, MurphyError) as exc:
+                        assert type(got.errors[step]) is type(exc), (name, step, mode, worker)
+                        errors += 1
+                        continue
+                    assert want.dtype == values[step].dtype and want.shape == values[step].shape
+                    assert want.tobytes() == values[step].tobytes(), (name, step, mode, worker)
+                    compared += 1
+    assert compared > 100, compared

@@ -119,7 +119,7 @@ class RecordDecoder:
         suffix = buf[start + t.cpos + t.clen : end]
         meta = self._suffixes.get(suffix)
         if meta is None:
-            meta = self._parse_suffix(suffix)
+            meta = _canonical_suffix(suffix) or self._parse_suffix(suffix)
             if meta is None:
                 return None
         return m, meta
@@ -160,6 +160,27 @@ class RecordDecoder:
         self._templates[(hint, length)] = t
         if t is not None and self._match(buf, start, length, t) is None:
             self._templates[(hint, length)] = None  # e.g. metadata the fast path won't take
+
+
+# The metadata murphy's and smdebug's writers put after every value: plugin data "mode_step"
+# (decimal) then "mode" (one digit). The mode step differs at every step, so the suffix cache
+# misses on a scan over steps; this match reads it without the generic field walk. The length
+# bytes are checked against the digits, so anything else goes to the generic parse.
+_SUFFIX = re.compile(rb"J(.)\n(.)\n\tmode_step\x12(.)(0|-?[1-9][0-9]{0,18})\n\t\n\x04mode\x12\x01([0-9])", re.S)
+
+
+def _canonical_suffix(suffix: bytes) -> _Meta | None:
+    m = _SUFFIX.fullmatch(suffix)
+    if m is None:
+        return None
+    digits = len(m.group(4))
+    outer, first, content = m.group(1)[0], m.group(2)[0], m.group(3)[0]
+    if content != digits or first != 13 + digits or outer != first + 13:
+        return None
+    try:
+        return (ModeKeys(int(m.group(5))), int(m.group(4)), None)
+    except ValueError:
+        return None  # not a mode: the generic decoder reports it
 
 
 def _build(buf: bytes, start: int, length: int) -> _Template | None:

@@ -190,6 +190,7 @@ _CANONICAL_META = re.compile(
 )
 _REST_PREFIX = b'{"tensor_payload": '
 MAX_SHARED_TABLES = 64
+_MODES = dict(ModeKeys.__members__)  # Enum.__members__ builds a new mapping on every access
 MAX_SHARED_BYTES = 1 << 20
 
 
@@ -216,7 +217,7 @@ class IndexParser:
         if m is None:
             index = StepIndex.from_json_bytes(data)
             return ParsedIndex(index.mode, index.mode_step, index.event_file_name, _table_of(index))
-        mode = ModeKeys.__members__.get(m.group(1).decode("ascii"))
+        mode = _MODES.get(m.group(1).decode("ascii"))
         try:
             fname = m.group(3).decode("utf-8")
         except UnicodeDecodeError:

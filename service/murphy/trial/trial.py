@@ -19,17 +19,19 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from murphy.core.collection import Collection, CollectionKeys
+from murphy.core.collection import Collection
 from murphy.core.modes import ModeKeys, as_mode
 from murphy.exceptions import TensorUnavailable
 from murphy.storage.base import ObjectStore
 from murphy.tensorio.index import IndexTable, ParsedIndex
 from murphy.tensorio.locations import END_OF_TRAINING_KEY
+from murphy.trial import stepvalues
+from murphy.trial.batch import BatchValues, read_values
 from murphy.trial.discovery import IndexScanner
 from murphy.trial.fetch import RecordFetcher
 from murphy.trial.opening import (
@@ -46,12 +48,6 @@ from murphy.trial.waiting import NoMoreDataTimeout, wait_for_step
 __all__ = ["NoMoreDataTimeout", "Trial"]
 
 log = logging.getLogger(__name__)
-
-
-def _suffix_number(name: str) -> int:
-    """smdebug's ``_tensor_name_sorter``: the number after the last ``_`` (0 if none)."""
-    tail = name.rsplit("_", 1)[-1] if re.match(r".+_\d+", name) else "0"
-    return int(tail) if tail.isdigit() else 0
 
 
 class Trial:
@@ -287,6 +283,18 @@ class Trial:
             return sorted(n for n in names if coll.matches(n))
         return sorted(names)
 
+    def tensor_values(
+        self,
+        names: Sequence[str],
+        steps: Iterable[int] | Mapping[str, Iterable[int]] | None = None,
+        mode: ModeKeys = ModeKeys.GLOBAL,
+        worker: str | None = None,
+    ) -> dict[str, BatchValues]:
+        """Many steps of a few tensors in one pass (murphy extension; see :mod:`murphy.trial.batch`):
+        the values ``tensor(name).value(step, mode, worker)`` would give, one request per events
+        file, and per step the error it would raise instead of raising it."""
+        return read_values(self, names, steps, mode=mode, worker=worker)
+
     def write_order(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
         """Names saved at ``step`` in the order the hook wrote them (murphy extension).
 
@@ -295,34 +303,19 @@ class Trial:
         computation, so the first bad tensor in it is where a NaN cascade started. Workers are
         taken in name order; a name appears once, at its first write.
         """
-        mode = as_mode(mode)
-        self.maybe_refresh()
-        g = self._book.global_step(mode, step)
-        files = self._step_files.get(g) if g is not None else None
-        if not files:
-            return []
-        seen: dict[str, None] = {}
-        for worker in sorted(files):
-            seen.update(dict.fromkeys(files[worker][1].slots))
-        return list(seen)
-
-    def _values_of(self, names: list[str], step: int, mode: ModeKeys) -> list[np.ndarray[Any, Any]]:
-        # smdebug orders these by the names' numeric suffix (input_2 before input_10).
-        return [self.tensor(n).value(step, mode=mode) for n in sorted(names, key=_suffix_number)]
+        return stepvalues.write_order(self, step, mode)
 
     def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
         """Values of the ``inputs`` collection's tensors at the step, by name."""
-        if CollectionKeys.INPUTS not in self._collections:
-            return []
-        return self._values_of(self.tensor_names(step=step, mode=mode, collection=CollectionKeys.INPUTS), step, mode)
+        return stepvalues.inputs(self, step, mode)
 
     def labels(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
         """Values of the tensors named like ``labels`` at the step."""
-        return self._values_of(self.tensor_names(step=step, mode=mode, regex="labels*"), step, mode)
+        return stepvalues.labels(self, step, mode)
 
     def predictions(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
         """Values of the tensors named like ``predictions`` at the step."""
-        return self._values_of(self.tensor_names(step=step, mode=mode, regex="predictions*"), step, mode)
+        return stepvalues.predictions(self, step, mode)
 
     # --- collections and workers --------------------------------------------------------------
 

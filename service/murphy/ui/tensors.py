@@ -3,8 +3,11 @@
 Every saved value is read once: :class:`TensorCache` keeps, per tensor, the per-step statistics
 (min, max, mean, l2, NaN and Inf counts, shape, dtype) of the steps it has seen, and on each
 request reads only the steps that arrived since (the trial's refresh lists only new index
-files). A 100k-step series therefore costs one pass over the files the first time and an
-array slice afterwards; a running job's new steps are read as they land.
+files). New steps are read in one batch (:meth:`murphy.trial.Trial.tensor_values`: one request
+per events file, all the asked tensors' records of it at once), scalars' statistics in a few
+array operations (:mod:`murphy.ui.stepstats`). A 100k-step series therefore costs one pass over
+the files the first time and an array slice afterwards; a running job's new steps are read as
+they land.
 
 Steps are global steps (``ModeKeys.GLOBAL``), as the rules report them.
 """
@@ -24,27 +27,14 @@ import numpy as np
 
 from murphy.exceptions import MissingCollectionFiles, MurphyError, SMDebugError, TensorUnavailable
 from murphy.trial import Trial, create_trial
+from murphy.ui.stepstats import STATS, all_scalars, scalar_columns, step_stats
 
-#: the per-step statistics kept for every tensor, in column order
-STATS = ("value", "min", "max", "mean", "l2", "nan_count", "inf_count")
 #: stored reductions that can stand in for a statistic when only reductions were saved
 _FROM_REDUCTION = {"min": "min", "max": "max", "mean": "mean", "l2": "l2"}
+#: fewer new steps than this are read one by one (a live poll's one or two new steps)
+BATCH_MIN_STEPS = 8
 
-
-def step_stats(value: np.ndarray[Any, Any]) -> tuple[float, ...]:
-    """``STATS`` of one saved value. ``value`` is the scalar itself, else the l2 norm."""
-    a = np.asarray(value)
-    if a.dtype.kind not in "fiub":
-        return (math.nan,) * len(STATS)
-    f = a.astype(np.float64, copy=False).ravel()
-    if f.size == 0:
-        return (math.nan, math.nan, math.nan, math.nan, 0.0, 0.0, 0.0)
-    with np.errstate(all="ignore"):
-        l2 = float(np.sqrt(np.dot(f, f)))
-        lo, hi, mean = float(f.min()), float(f.max()), float(f.mean())
-    nan = float(np.count_nonzero(np.isnan(f)))
-    inf = float(np.count_nonzero(np.isinf(f)))
-    return (float(f[0]) if f.size == 1 else l2, lo, hi, mean, l2, nan, inf)
+__all__ = ["STATS", "CacheRegistry", "TensorCache", "TensorSeries", "step_stats"]
 
 
 @dataclass
@@ -159,43 +149,93 @@ class TensorCache:
 
     def series(self, name: str) -> TensorSeries:
         """``name``'s statistics, brought up to date with the trial's complete steps."""
+        return self._update([name])[0]
+
+    def _update(self, names: list[str]) -> list[TensorSeries]:
+        """The series of ``names``, each brought up to date; the new steps of all of them are
+        read in one batch (a heatmap's 1,000 layers share each step's events file)."""
         with self._lock:
             trial = self.trial()
             if trial is None:  # nothing saved yet
-                return TensorSeries(name)
-            if not trial.has_tensor(name):
-                raise TensorUnavailable(name)
-            s = self._series.get(name)
-            if s is None:
-                s = self._series[name] = TensorSeries(name)
-            if s.seen == self.version():  # nothing new was indexed since: no step list to walk
-                return s
-            s.seen = self.version()
-            tensor = trial.tensor(name)
-            steps = tensor.steps()
-            for step in steps[bisect.bisect_right(steps, s.steps[-1]) if s.steps else 0:]:
-                stats, shape, dtype = self._read(tensor, step)
-                s.steps.append(step)
-                for col, v in zip(s.cols, stats, strict=False):
-                    col.append(v)
-                s.shapes.append(shape)
-                s.dtype = s.dtype or dtype
-            return s
+                return [TensorSeries(n) for n in names]
+            version = self.version()
+            out: list[TensorSeries] = []
+            new: dict[str, list[int]] = {}
+            for name in names:
+                if not trial.has_tensor(name):
+                    raise TensorUnavailable(name)
+                s = self._series.get(name)
+                if s is None:
+                    s = self._series[name] = TensorSeries(name)
+                out.append(s)
+                if s.seen == version:  # nothing new was indexed since: no step list to walk
+                    continue
+                steps = trial.tensor(name).steps()
+                fresh = steps[bisect.bisect_right(steps, s.steps[-1]) if s.steps else 0 :]
+                if fresh:
+                    new[name] = fresh
+            if sum(map(len, new.values())) >= BATCH_MIN_STEPS:
+                self._append_batch(trial, new)
+            else:
+                for name, fresh in new.items():
+                    tensor = trial.tensor(name)
+                    s = self._series[name]
+                    for step in fresh:
+                        stats, shape, dtype = self._read(tensor, step)
+                        self._append(s, [step], [[v] for v in stats], [shape], dtype)
+            for s in out:  # only once read: a read that raised is tried again next time
+                s.seen = version
+            return out
+
+    def _append_batch(self, trial: Trial, new: dict[str, list[int]]) -> None:
+        for name, got in trial.tensor_values(list(new), new).items():
+            s = self._series[name]
+            if not got.errors and all_scalars(got.values):  # the common case: a loss, a metric
+                shapes = [v.shape for v in got.values]
+                dtype = str(got.values[0].dtype) if got.values else ""
+                self._append(s, got.steps, scalar_columns(got.values), shapes, dtype)
+                continue
+            # Values in step order; a step whose value did not read falls back to reductions.
+            tensor, values = trial.tensor(name), iter(got.values)
+            for step in new[name]:
+                if step in got.errors:
+                    stats, shape, dtype = self._from_reductions(tensor, step)
+                else:
+                    value = next(values)
+                    stats, shape, dtype = step_stats(value), tuple(value.shape), str(value.dtype)
+                self._append(s, [step], [[v] for v in stats], [shape], dtype)
 
     @staticmethod
-    def _read(tensor: Any, step: int) -> tuple[tuple[float, ...], tuple[int, ...], str]:
+    def _append(s: TensorSeries, steps: list[int], cols: list[list[float]], shapes: list[tuple[int, ...]],
+                dtype: str) -> None:
+        s.steps.extend(steps)
+        for col, vals in zip(s.cols, cols, strict=True):
+            col.extend(vals)
+        s.shapes.extend(shapes)
+        s.dtype = s.dtype or dtype
+
+    @classmethod
+    def _read(cls, tensor: Any, step: int) -> tuple[tuple[float, ...], tuple[int, ...], str]:
         try:
             value = tensor.value(step)
             return step_stats(value), tuple(np.shape(value)), str(np.asarray(value).dtype)
         except (SMDebugError, MurphyError):
-            pass
+            return cls._from_reductions(tensor, step)
+
+    @staticmethod
+    def _from_reductions(tensor: Any, step: int) -> tuple[tuple[float, ...], tuple[int, ...], str]:
         # Only reductions (or a damaged record): take what the stored reductions give; the
         # counts are then "at least one" (1) or "none" (0), unknown (NaN) when nothing was read.
         stats = [math.nan] * len(STATS)
         got: list[float] = []
         for stat, op in _FROM_REDUCTION.items():
             try:
-                stats[STATS.index(stat)] = float(np.asarray(tensor.reduction_value(step, op)))
+                # A stored reduction reads back as one number of shape (1,) (numpy 2 refuses
+                # float() of that), a computed one as shape (): take the one element either way.
+                red = np.asarray(tensor.reduction_value(step, op))
+                if red.size != 1:
+                    continue
+                stats[STATS.index(stat)] = float(red.reshape(-1)[0])
                 got.append(stats[STATS.index(stat)])
             except (SMDebugError, MurphyError, TypeError, ValueError):
                 continue
@@ -217,7 +257,7 @@ class TensorCache:
         return buf.getvalue()
 
     def all_series(self, names: list[str] | None = None) -> list[TensorSeries]:
-        return [self.series(n) for n in (self.names() if names is None else names)]
+        return self._update(self.names() if names is None else names)
 
 
 class CacheRegistry:

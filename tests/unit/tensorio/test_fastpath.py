@@ -149,3 +149,19 @@ def test_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         rec = _record(f"t{i}", np.zeros(2, np.float32), i)
         dec.decode(rec, 0, len(rec), f"t{i}")
     assert len(dec._templates) <= 4 and len(dec._suffixes) <= 4
+
+
+@given(mode=modes, mode_step=st.integers(-(10**18), 10**18), cut=st.integers(0, 40), byte=st.integers(0, 255))
+@settings(max_examples=300, deadline=None)
+def test_canonical_metadata_match_equals_the_field_walk(mode: ModeKeys, mode_step: int, cut: int, byte: int) -> None:
+    rec = _record("loss", np.float32(0.5), 7, mode, mode_step)
+    t = fastpath._build(rec, 0, len(rec))
+    assert t is not None
+    suffix = rec[t.cpos + t.clen : len(rec) - 4]
+    assert fastpath._canonical_suffix(suffix) == RecordDecoder()._parse_suffix(suffix)
+    assert fastpath._canonical_suffix(suffix) is not None  # the writers' layout takes the match
+    damaged = bytearray(suffix)
+    damaged[cut % len(damaged)] = byte
+    fast = fastpath._canonical_suffix(bytes(damaged))
+    if fast is not None:  # a change the match accepts must mean what the field walk says
+        assert fast == RecordDecoder()._parse_suffix(bytes(damaged))

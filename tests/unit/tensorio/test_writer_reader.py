@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +9,7 @@ from murphy.core.collection import Collection, CollectionsDoc
 from murphy.core.modes import ModeKeys
 from murphy.exceptions import CorruptRecord, ObjectNotFound, SMDebugRuntimeError, TruncatedRecord
 from murphy.storage import InMemoryObjectStore, LocalObjectStore, ObjectStore
+from murphy.storage.recording import RecordingObjectStore
 from murphy.tensorio import locations as loc
 from murphy.tensorio.reader import (
     read_collections,
@@ -20,37 +20,6 @@ from murphy.tensorio.reader import (
 from murphy.tensorio.writer import StepWriter, write_collections, write_end_of_training
 
 
-class RecordingStore:
-    """Wraps a store and records the order of puts."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
-        self.puts: list[str] = []
-
-    @property
-    def uri(self) -> str:
-        return self.inner.uri
-
-    def get(self, key: str, start: int = 0, length: int | None = None) -> bytes:
-        return self.inner.get(key, start, length)
-
-    def put(self, key: str, data: bytes) -> None:
-        self.puts.append(key)
-        self.inner.put(key, data)
-
-    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[str]:
-        return self.inner.list(prefix, start_after)
-
-    def exists(self, key: str) -> bool:
-        return self.inner.exists(key)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-
-    def child(self, prefix: str) -> ObjectStore:
-        return self.inner.child(prefix)
-
-
 @pytest.fixture(params=["memory", "local"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     if request.param == "memory":
@@ -59,7 +28,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
 
 
 def test_step_round_trip_through_the_index(store: ObjectStore) -> None:
-    rec = RecordingStore(store)
+    rec = RecordingObjectStore(store)
     weights = np.arange(12, dtype=np.float32).reshape(3, 4)
     with StepWriter(rec, 1234, "worker_1", ModeKeys.TRAIN, 17) as w:
         w.add("Net_fc1.weight", weights)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 
 from murphy.core.modes import ModeKeys
 from murphy.storage import InMemoryObjectStore
+from murphy.storage.recording import RecordingObjectStore
 from murphy.tensorio.locations import index_file_key
 from murphy.tensorio.manifest import (
     MANIFEST_PREFIX,
@@ -28,39 +28,6 @@ from .conftest import end, tval, write_colls
 
 STEPS = 250
 NAMES = ["a", "b", "c"]
-
-
-class CountingStore:
-    """An in-memory store that counts requests and, not being a local store, reads like S3 does."""
-
-    def __init__(self, inner: InMemoryObjectStore) -> None:
-        self.inner = inner
-        self.calls: Counter[str] = Counter()
-
-    @property
-    def uri(self) -> str:
-        return "counting://" + self.inner.uri
-
-    def get(self, key: str, start: int = 0, length: int | None = None) -> bytes:
-        self.calls["get"] += 1
-        return self.inner.get(key, start, length)
-
-    def put(self, key: str, data: bytes) -> None:
-        self.inner.put(key, data)
-
-    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[str]:
-        self.calls["list"] += 1
-        return self.inner.list(prefix, start_after)
-
-    def exists(self, key: str) -> bool:
-        self.calls["exists"] += 1
-        return self.inner.exists(key)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-
-    def child(self, prefix: str) -> Any:
-        raise NotImplementedError
 
 
 def _write(store: InMemoryObjectStore, workers: tuple[str, ...] = ("worker_0",), manifest: bool = True) -> None:
@@ -87,7 +54,7 @@ def _answers(store: Any) -> tuple[Any, ...]:
     return (trial.steps(), trial.steps(ModeKeys.EVAL), trial.tensor_names(), trial.workers(), trial.loaded_all_steps, vals)
 
 
-def _open(store: CountingStore) -> Counter[str]:
+def _open(store: RecordingObjectStore) -> Counter[str]:
     trial = create_trial(store, end_delay=0)
     trial.steps()
     trial.tensor_names()
@@ -99,12 +66,12 @@ def test_a_finished_trial_opens_in_a_handful_of_requests(workers: tuple[str, ...
     plain, packed = InMemoryObjectStore(), InMemoryObjectStore()
     _write(plain, workers, manifest=False)
     _write(packed, workers)
-    without, with_ = _open(CountingStore(plain)), _open(CountingStore(packed))
+    without, with_ = _open(RecordingObjectStore(plain)), _open(RecordingObjectStore(packed))
     assert without["get"] >= STEPS * len(workers)
     # collections (1 per worker) + 3 segments per worker; a few LISTs; the end marker.
     assert with_["get"] <= len(workers) * (1 + 3), with_
     assert with_["list"] <= 4, with_
-    assert _answers(CountingStore(packed)) == _answers(CountingStore(plain))
+    assert _answers(RecordingObjectStore(packed)) == _answers(RecordingObjectStore(plain))
 
 
 def _damaged(damage: str) -> InMemoryObjectStore:
@@ -132,8 +99,8 @@ def test_a_damaged_manifest_falls_back_to_the_index_files(damage: str, caplog: p
     _write(reference, manifest=False)
     store = _damaged(damage)
     with caplog.at_level(logging.WARNING):
-        assert _answers(CountingStore(store)) == _answers(CountingStore(reference))
-    calls = _open(CountingStore(store))
+        assert _answers(RecordingObjectStore(store)) == _answers(RecordingObjectStore(reference))
+    calls = _open(RecordingObjectStore(store))
     if damage in ("torn", "missing"):
         assert calls["get"] >= 100  # the segment's 100 files, one by one
     if damage == "torn":
@@ -146,7 +113,7 @@ def test_listing_decides_which_steps_exist_not_the_manifest() -> None:
     store = InMemoryObjectStore()
     _write(store)
     store.delete(index_file_key(42, "worker_0"))
-    trial = create_trial(CountingStore(store), end_delay=0)
+    trial = create_trial(RecordingObjectStore(store), end_delay=0)
     assert 42 not in trial.steps() and len(trial.steps()) == STEPS - 1
 
 
@@ -164,7 +131,7 @@ def test_a_live_trial_reads_its_open_tail_file_by_file_and_never_relists_the_man
 
     for s in range(230):
         step(s)
-    counting = CountingStore(store)
+    counting = RecordingObjectStore(store)
     trial = create_trial(counting, end_delay=0)
     assert trial.steps(show_incomplete_steps=True) == list(range(230))
     # 2 segments for steps 0-199; the open tail (200-229) file by file.
@@ -186,7 +153,7 @@ def test_a_rule_far_behind_catches_up_through_the_manifest() -> None:
     write_colls(store)
     mw = ManifestWriter(store, "worker_0")
     mw.begin()
-    counting = CountingStore(store)
+    counting = RecordingObjectStore(store)
     trial = None
     for s in range(1000):
         with StepWriter(store, s, "worker_0", ModeKeys.TRAIN, s) as w:
