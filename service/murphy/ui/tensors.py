@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from murphy.exceptions import MissingCollectionFiles, MurphyError, SMDebugError, TensorUnavailable
-from murphy.trial import Trial, create_trial
+from murphy.trial import Trial, create_trial, no_refresh
 from murphy.ui.stepstats import STATS, all_scalars, scalar_columns, step_stats
 
 #: stored reductions that can stand in for a statistic when only reductions were saved
@@ -158,34 +158,40 @@ class TensorCache:
             trial = self.trial()
             if trial is None:  # nothing saved yet
                 return [TensorSeries(n) for n in names]
-            version = self.version()
-            out: list[TensorSeries] = []
-            new: dict[str, list[int]] = {}
-            for name in names:
-                if not trial.has_tensor(name):
-                    raise TensorUnavailable(name)
-                s = self._series.get(name)
-                if s is None:
-                    s = self._series[name] = TensorSeries(name)
-                out.append(s)
-                if s.seen == version:  # nothing new was indexed since: no step list to walk
-                    continue
-                steps = trial.tensor(name).steps()
-                fresh = steps[bisect.bisect_right(steps, s.steps[-1]) if s.steps else 0 :]
-                if fresh:
-                    new[name] = fresh
-            if sum(map(len, new.values())) >= BATCH_MIN_STEPS:
-                self._append_batch(trial, new)
-            else:
-                for name, fresh in new.items():
-                    tensor = trial.tensor(name)
-                    s = self._series[name]
-                    for step in fresh:
-                        stats, shape, dtype = self._read(tensor, step)
-                        self._append(s, [step], [[v] for v in stats], [shape], dtype)
-            for s in out:  # only once read: a read that raised is tried again next time
-                s.seen = version
-            return out
+            version = self.version()  # the one refresh of this request
+            # Frozen from here on: each tensor's steps() would otherwise refresh the live trial
+            # again (a listing and an end-marker check per name: 1,000 for one heatmap).
+            with no_refresh(trial):
+                return self._update_frozen(trial, names, version)
+
+    def _update_frozen(self, trial: Trial, names: list[str], version: tuple[int, bool]) -> list[TensorSeries]:
+        out: list[TensorSeries] = []
+        new: dict[str, list[int]] = {}
+        for name in names:
+            if not trial.has_tensor(name):
+                raise TensorUnavailable(name)
+            s = self._series.get(name)
+            if s is None:
+                s = self._series[name] = TensorSeries(name)
+            out.append(s)
+            if s.seen == version:  # nothing new was indexed since: no step list to walk
+                continue
+            steps = trial.tensor(name).steps()
+            fresh = steps[bisect.bisect_right(steps, s.steps[-1]) if s.steps else 0 :]
+            if fresh:
+                new[name] = fresh
+        if sum(map(len, new.values())) >= BATCH_MIN_STEPS:
+            self._append_batch(trial, new)
+        else:
+            for name, fresh in new.items():
+                tensor = trial.tensor(name)
+                s = self._series[name]
+                for step in fresh:
+                    stats, shape, dtype = self._read(tensor, step)
+                    self._append(s, [step], [[v] for v in stats], [shape], dtype)
+        for s in out:  # only once read: a read that raised is tried again next time
+            s.seen = version
+        return out
 
     def _append_batch(self, trial: Trial, new: dict[str, list[int]]) -> None:
         for name, got in trial.tensor_values(list(new), new).items():

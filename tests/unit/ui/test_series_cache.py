@@ -90,3 +90,26 @@ def test_a_live_job_s_later_requests_read_only_new_steps() -> None:
     assert not [g for g in rec.gets if g[0].startswith("events/")]  # nothing new: nothing read
     _same(both[0], _reference(inner, "loss"))
     _same(both[1], _reference(inner, "w"))
+
+
+def test_a_live_job_s_request_over_many_tensors_refreshes_the_trial_once() -> None:
+    inner = InMemoryObjectStore()
+    write_collections(inner, CollectionsDoc({"all": Collection("all", include_regex=[".*"])}, 1))
+    names = [f"layer{i}/weight" for i in range(50)]
+
+    def write(steps: range) -> None:
+        for s in steps:
+            with StepWriter(inner, s, "worker_0", ModeKeys.TRAIN, s) as w:
+                for n in names:
+                    w.add(n, np.float32(s))
+
+    write(range(5))
+    rec = RecordingObjectStore(inner)
+    cache = TensorCache(lambda: rec, poll_interval=0.0)
+    cache.all_series(names)
+    write(range(5, 10))  # the job is still running: no end marker
+    rec.clear()
+    got = cache.all_series(names)
+    # One refresh for the request (a listing or two, one end-marker check), not one per tensor.
+    assert rec.calls["list"] <= 3 and rec.calls["exists"] <= 2, dict(rec.calls)
+    assert all(s.steps == list(range(10)) for s in got)
