@@ -26,8 +26,9 @@ import numpy as np
 from murphy.core.collection import CollectionKeys
 from murphy.core.modes import ModeKeys, as_mode
 from murphy.exceptions import TensorUnavailableForStep
+from murphy.trial.stepvalues import suffix_number
 from murphy.trial.tensor import Tensor
-from murphy.trial.trial import Trial, _suffix_number
+from murphy.trial.trial import Trial
 
 Array = np.ndarray[Any, Any]
 
@@ -179,7 +180,7 @@ class WorkerView:
         return self._saved_names(step, as_mode(mode))
 
     def _values_of(self, names: list[str], step: int, mode: ModeKeys) -> list[Array]:
-        return [self.tensor(n).value(step, mode=mode) for n in sorted(names, key=_suffix_number)]
+        return [self.tensor(n).value(step, mode=mode) for n in sorted(names, key=suffix_number)]
 
     def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
         if CollectionKeys.INPUTS not in self.trial.collections():
