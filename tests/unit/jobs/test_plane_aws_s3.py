@@ -98,14 +98,31 @@ def test_process_containers_get_their_own_key_and_the_gateway(tmp_path: Path) ->
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the gateway's Unix socket")
 def test_docker_containers_reach_the_gateway_not_aws(tmp_path: Path) -> None:
+    from murphy.runtimes.docker import DockerRuntime
+
     rt = make_runtime(Settings(data_dir=tmp_path, runtime="docker", object_store="s3"), InMemoryJobStore())
+    assert isinstance(rt, DockerRuntime)
     try:
-        assert isinstance(rt.credentials, S3Gateway)  # type: ignore[attr-defined]
-        assert rt.credentials.upstream.geturl() == "https://s3.eu-west-3.amazonaws.com"  # type: ignore[attr-defined]
-        store = rt.store  # type: ignore[attr-defined]
+        assert isinstance(rt.credentials, S3Gateway)
+        assert rt.credentials.upstream.geturl() == "https://s3.eu-west-3.amazonaws.com"
+        store = rt.store
         assert store.gateway_dir and Path(store.gateway_dir, docker_spec.GATEWAY_SOCKET_NAME).is_socket()
         env = docker_spec.store_env(store, "none")
         assert env["AWS_ENDPOINT_URL_S3"] == docker_spec.LOOPBACK_ENDPOINT  # the socket's loopback side
         assert "amazonaws" not in json.dumps(env)
+    finally:
+        rt.close()
+
+
+def test_kubernetes_pods_reach_aws_s_s3_through_the_gateway_too(tmp_path: Path) -> None:
+    from murphy.runtimes.kubernetes import KubernetesRuntime
+
+    rt = make_runtime(Settings(data_dir=tmp_path, runtime="kubernetes", object_store="s3",
+                               kubernetes_api_server="http://127.0.0.1:1"), InMemoryJobStore())
+    assert isinstance(rt, KubernetesRuntime)
+    try:
+        assert isinstance(rt.keys.credentials, S3Gateway)
+        assert rt.keys.credentials.upstream.geturl() == "https://s3.eu-west-3.amazonaws.com"
+        assert rt.options.s3_endpoint_url.startswith("http://127.0.0.1:")  # the gateway, never AWS itself
     finally:
         rt.close()
