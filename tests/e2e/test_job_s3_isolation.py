@@ -1,7 +1,8 @@
 """Issue 18 §3/§5, black-box: a training job's code, run by a real ``murphy server`` on the process
 and Docker runtimes with SeaweedFS behind it, holds only its own S3 credentials. It can read its
 input and write its output, and S3 answers ``AccessDenied`` when it tries another job's tensors,
-a write outside its own prefixes, or a listing of the bucket."""
+a write outside its own prefixes, or a listing of the bucket. With local buckets on Docker, a
+container sees only its own prefixes (bind-mounted: inputs read-only, outputs read-write)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from test_control_plane import job_request, put_object, start_plane, watch
+from test_control_plane import EXPLODING, job_request, put_object, start_plane, watch
 
 from sourcetar import train_py_tarball
 
@@ -51,6 +52,47 @@ with open(os.path.join(os.environ["SM_MODEL_DIR"], "probe.json"), "w") as f:
 '''
 
 
+LOCAL_PROBE = r'''
+import json, os, sys
+
+bucket, me = sys.argv[sys.argv.index("--bucket") + 1], os.environ["TRAINING_JOB_NAME"]
+root = os.environ["MURPHY_S3_LOCAL_ROOT"]
+b = os.path.join(root, bucket)
+
+def write(path, data=b"x"):
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        return "allowed"
+    except OSError:
+        return "denied"
+
+def store_put(uri):
+    from murphy.storage import open_store
+    try:
+        open_store(uri).put("model.tar.gz", b"x")
+        return "allowed"
+    except Exception:
+        return "denied"
+
+result = {
+    "own_input": open(os.path.join(b, "input", me, "train.csv")).read(),
+    "channel": open("/opt/ml/input/data/train/train.csv").read(),
+    "other_tensors_seen": os.path.exists(os.path.join(b, "debug", "victim")),
+    "debug_dir": sorted(os.listdir(os.path.join(b, "debug"))),
+    "output_dir": sorted(os.listdir(os.path.join(b, "output"))),
+    "write_other_output": write(os.path.join(b, "output", "victim", "output", "model.tar.gz")),
+    "store_write_other_output": store_put("s3://" + bucket + "/output/victim/output"),
+    "write_input": write(os.path.join(b, "input", me, "train.csv")),
+    "write_bucket_root": write(os.path.join(b, "planted")),
+    "write_other_tensors": write(os.path.join(b, "debug", "victim", "debug-output", "index", "planted.json")),
+    "write_own_tensors": write(os.path.join(b, "debug", me, "debug-output", "probe"), b"ok"),
+}
+print("PROBE " + json.dumps(result), flush=True)
+with open(os.path.join(os.environ["SM_MODEL_DIR"], "probe.json"), "w") as f:
+    json.dump(result, f)
+'''
 
 
 RUNTIMES = [pytest.param("process"), pytest.param("docker", marks=pytest.mark.docker)]
@@ -114,3 +156,58 @@ def test_a_training_container_gets_access_denied_outside_its_own_locations(
             time.sleep(0.2)
     finally:
         store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_with_local_buckets_a_docker_container_sees_only_its_own_prefixes(
+        request: pytest.FixtureRequest, make_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    request.getfixturevalue("docker_engine")
+    server = start_plane(request, make_server, monkeypatch, "docker", "local")
+    bucket, client = server.extra["bucket"], server.client()
+    buckets = server.data_dir / "buckets" / bucket
+    # The victim: the seed's job, its tensors saved through its own mount and a rule's verdict.
+    client.create_training_job(**job_request("victim", bucket, EXPLODING))
+    job, seen = watch(client, "victim", timeout=180)
+    assert seen[-1] == "IssuesFound" and job["TrainingJobStatus"] == "Stopped", (job, server.log()[-3000:])
+    tensors = buckets / "debug" / "victim" / "debug-output"
+    assert list((tensors / "index").rglob("*.json"))
+    before = sorted(str(p.relative_to(tensors)) for p in tensors.rglob("*"))
+    victim_model = buckets / "output" / "victim" / "output" / "model.tar.gz"
+    victim_bytes = victim_model.read_bytes() if victim_model.exists() else None
+
+    put_object(server, "src/probe.tar.gz", train_py_tarball(LOCAL_PROBE))
+    put_object(server, "input/prober/train.csv", b"1,2,3")
+    body = job_request("prober", bucket, {
+        "bucket": bucket, "sagemaker_program": '"train.py"',
+        "sagemaker_submit_directory": f'"s3://{bucket}/src/probe.tar.gz"'})
+    body["AlgorithmSpecification"]["TrainingImage"] = \
+        "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1-cpu-py310"
+    body["InputDataConfig"] = [{"ChannelName": "train", "DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": f"s3://{bucket}/input/prober"}}}]
+    body.pop("DebugRuleConfigurations")
+    client.create_training_job(**body)
+    job, _ = watch(client, "prober", timeout=180)
+    assert job["TrainingJobStatus"] == "Completed", (job.get("FailureReason"), server.log()[-3000:])
+    with tarfile.open(buckets / "output" / "prober" / "output" / "model.tar.gz") as tar:
+        member = tar.extractfile("probe.json")
+        assert member is not None
+        probe = json.loads(member.read())
+    assert probe == {
+        "own_input": "1,2,3",
+        "channel": "1,2,3",
+        "other_tensors_seen": False,  # another job's prefixes are not in the container at all
+        "debug_dir": ["prober"],
+        "output_dir": ["prober"],
+        "write_other_output": "denied",
+        "store_write_other_output": "denied",
+        "write_input": "denied",  # an input channel is mounted read-only
+        "write_bucket_root": "denied",
+        "write_other_tensors": "denied",
+        "write_own_tensors": "allowed",
+    }
+    assert (buckets / "debug" / "prober" / "debug-output" / "probe").read_bytes() == b"ok"
+    assert (buckets / "input" / "prober" / "train.csv").read_bytes() == b"1,2,3"
+    assert not (buckets / "planted").exists()
+    assert (victim_model.read_bytes() if victim_model.exists() else None) == victim_bytes != b"x"
+    assert sorted(str(p.relative_to(tensors)) for p in tensors.rglob("*")) == before

@@ -72,12 +72,15 @@ class S3Gateway:
     def __init__(self, keys: KeyRing, upstream_url: str, *, default_account: str = "123456789012",
                  skew_s: float = 300.0, cache_s: float = 5.0,
                  credentials: Callable[[], Frozen | None] | None = None,
-                 manifest_prefixes: Callable[[str], list[str]] | None = None) -> None:
+                 manifest_prefixes: Callable[[str], list[str]] | None = None,
+                 upstream_region: str | None = None) -> None:
         url = urlsplit(upstream_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"the S3 gateway needs an http(s) endpoint, not {upstream_url!r}")
         self.keys = keys
         self.upstream = url
+        #: The region signed for upstream (AWS's own S3 needs its bucket's); None: the client's.
+        self.upstream_region = upstream_region
         self.default_account = default_account
         self.verifier = Verifier(keys, skew_s=skew_s, cache_s=cache_s)
         self._credentials = credentials or _service_credentials()
@@ -267,7 +270,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_error_xml(*denied)
                 return
             payload = req.header("x-amz-content-sha256") or sha
-            region = _region(req.header("authorization")) or "us-east-1"
+            region = gw.upstream_region or _region(req.header("authorization")) or "us-east-1"
             flat = {k: ",".join(v) for k, v in headers.items()}
             up_headers = gw.sign_upstream(self.command, raw_path, raw_query, flat, payload, region)
             up_headers["content-length"] = str(length)

@@ -37,15 +37,25 @@ def _manifest_prefixes(settings: Settings) -> Callable[[str], list[str]]:
     return read
 
 
+def _upstream(settings: Settings) -> tuple[str, str | None]:
+    """Where the S3 gateway forwards, and the region it signs for there (None: the client's).
+    No --s3-endpoint-url: AWS's own S3 of the region, behind the gateway too, so that no
+    container ever holds the service's keys."""
+    from murphy.storage.s3 import service_endpoint
+
+    return service_endpoint(settings.s3_endpoint_url)
+
+
 def job_credentials(settings: Settings, store: JobStore) -> JobCredentials | None:
     """The S3 gateway that gives each container only its own keys (docs/security.md), or None
     where containers reach no S3 endpoint (local buckets)."""
-    if settings.object_store == "local" or not settings.s3_endpoint_url or settings.runtime == "fake":
+    if settings.object_store == "local" or settings.runtime == "fake":
         return None
     from murphy.auth.keys import KeyRing
     from murphy.auth.s3gateway import S3Gateway
 
-    return S3Gateway(KeyRing(cast(AccessKeyStore, store), settings), settings.s3_endpoint_url,
+    upstream, region = _upstream(settings)
+    return S3Gateway(KeyRing(cast(AccessKeyStore, store), settings), upstream, upstream_region=region,
                      default_account=settings.default_account, skew_s=settings.auth_clock_skew_s,
                      cache_s=settings.auth_key_cache_s, manifest_prefixes=_manifest_prefixes(settings))
 
@@ -63,8 +73,10 @@ def make_runtime(settings: Settings, store: JobStore | None = None) -> Runtime:
         from murphy.runtimes.docker_spec import DockerOptions, StoreAccess
 
         local = settings.object_store == "local"
+        # With the gateway, its upstream (AWS's regional endpoint where none is configured).
+        endpoint = _upstream(settings)[0] if credentials is not None else settings.s3_endpoint_url
         access = StoreAccess(buckets_dir=str(settings.resolved_buckets_dir) if local else None,
-                            endpoint_url=None if local else settings.s3_endpoint_url)
+                            endpoint_url=None if local else endpoint)
         options = DockerOptions(network=settings.docker_network, pids_limit=settings.docker_pids_limit,
                                 user=settings.docker_user or default_user(),
                                 max_memory_bytes=(settings.docker_max_memory_mib or 0) << 20 or None)
@@ -95,10 +107,10 @@ def kubernetes_runtime(settings: Settings, credentials: JobCredentials | None) -
     from murphy.runtimes.kubernetes_resources import load_profiles
     from murphy.runtimes.kubernetes_status import Limits
 
-    if settings.object_store != "s3" or not settings.s3_endpoint_url:
-        raise RuntimeBackendError("--runtime kubernetes needs an S3 endpoint: --object-store s3 --s3-endpoint-url URL "
-                                  "(pods reach it through murphy's S3 gateway, MURPHY_KUBERNETES_S3_GATEWAY_URL); "
-                                  "local buckets are not visible from a cluster")
+    if settings.object_store != "s3":
+        raise RuntimeBackendError("--runtime kubernetes needs S3: --object-store s3 (--s3-endpoint-url URL, or AWS's "
+                                  "S3 of the region; pods reach it through murphy's S3 gateway, "
+                                  "MURPHY_KUBERNETES_S3_GATEWAY_URL); local buckets are not visible from a cluster")
     if settings.kubernetes_s3_endpoint_url:
         raise RuntimeBackendError("MURPHY_KUBERNETES_S3_ENDPOINT_URL is gone: pods reach S3 only through murphy's S3 "
                                   "gateway, with keys issued per job; set MURPHY_KUBERNETES_S3_GATEWAY_URL "

@@ -48,7 +48,7 @@ from murphy.runtimes.base import (
 )
 from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
 from murphy.runtimes.cluster import container_network
-from murphy.runtimes.docker_grants import grant_ownership
+from murphy.runtimes.docker_grants import bucket_mounts, grant_ownership
 from murphy.runtimes.docker_logs import rfc3339_ns, sync_logs
 from murphy.runtimes.layout import ContainerView, rule_env, write_training_layout
 from murphy.storage import gateway
@@ -209,9 +209,12 @@ class DockerRuntime:
 
     def _create_with(self, plan: Plan, image: str, cdir: Path, name: str, env: dict[str, str],
                      key_id: str | None) -> Handle:
+        # Local buckets: the job's own prefixes only (made first, then handed to the container's user).
+        mounts = bucket_mounts(plan, self.store.buckets_dir) if self.store.buckets_dir else None
         grant_ownership(plan, cdir, self.options.user, self.store.buckets_dir)
         kwargs = spec.create_kwargs(plan, image=image, name=name, env=env, container_dir=str(cdir),
-                                    store=self.store, host=self.host(), options=self.options, rid=self.rid)
+                                    store=self.store, host=self.host(), options=self.options, rid=self.rid,
+                                    bucket_mounts=mounts)
         if key_id is not None:
             kwargs["labels"][_KEY_LABEL] = key_id
         try:

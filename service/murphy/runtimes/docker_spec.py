@@ -146,20 +146,25 @@ def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def volumes(plan: Plan, container_dir: str, store: StoreAccess) -> dict[str, dict[str, str]]:
+def volumes(plan: Plan, container_dir: str, store: StoreAccess,
+            bucket_mounts: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, dict[str, str]]:
+    """The container's bind mounts. With local buckets, ``bucket_mounts``: only the container's
+    granted prefixes under ``/murphy/buckets`` (:func:`murphy.runtimes.docker_grants.bucket_mounts`),
+    never the whole directory (other jobs' data)."""
     out: dict[str, dict[str, str]] = {}
     if isinstance(plan, TrainingPlan):
         out[os.path.join(container_dir, "opt", "ml")] = {"bind": OPT_ML, "mode": "rw"}
         out[os.path.join(container_dir, "run")] = {"bind": RUN_DIR, "mode": "rw"}
     if store.buckets_dir:
-        out[store.buckets_dir] = {"bind": BUCKETS, "mode": "rw"}
+        out.update({host: dict(m) for host, m in (bucket_mounts or {}).items()})
     elif store.gateway_dir:
         out[store.gateway_dir] = {"bind": GATEWAY_DIR, "mode": "ro"}
     return out
 
 
 def create_kwargs(plan: Plan, *, image: str, name: str, env: Mapping[str, str], container_dir: str,
-                  store: StoreAccess, host: HostLimits, options: DockerOptions, rid: str) -> dict[str, Any]:
+                  store: StoreAccess, host: HostLimits, options: DockerOptions, rid: str,
+                  bucket_mounts: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Arguments for ``client.containers.create``."""
     itype, spec = instance_for(plan)
     kwargs: dict[str, Any] = {
@@ -168,7 +173,7 @@ def create_kwargs(plan: Plan, *, image: str, name: str, env: Mapping[str, str], 
         "detach": True,
         "environment": dict(env),
         "labels": labels(plan, rid, {**options.labels, f"{LABEL_PREFIX}instance-type": itype}),
-        "volumes": volumes(plan, container_dir, store),
+        "volumes": volumes(plan, container_dir, store, bucket_mounts),
         "tmpfs": {"/tmp": "rw,nosuid,nodev,exec"},
         "read_only": True,
         "network_mode": options.network,

@@ -103,8 +103,9 @@ class ProcessRuntime:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
         #: Per-container S3 credentials, through murphy's S3 gateway on loopback (started with
-        #: the first launch) when the store is an S3 endpoint; docs/security.md.
-        self.credentials = credentials if base_env.get("MURPHY_S3_ENDPOINT_URL") else None
+        #: the first launch) when the store is S3 (a configured endpoint or AWS's own, which the
+        #: gateway forwards to); local buckets have none. docs/security.md.
+        self.credentials = None if base_env.get("MURPHY_S3_LOCAL_ROOT") else credentials
         self._gateway_url = s3_access.listen_loopback(self.credentials, self.root_dir) if self.credentials else None
 
     # ---- launch ----------------------------------------------------------------------------

@@ -64,6 +64,31 @@ def _endpoint_from_env(endpoint_url: str | None) -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
+def default_region() -> str:
+    """The region the service's S3 client uses when none is given."""
+    return os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+def service_endpoint(endpoint_url: str | None) -> tuple[str, str | None]:
+    """The S3 endpoint the service's store talks to, and the region to sign for there (None: the
+    client's own). Without a configured one, AWS's regional endpoint of :func:`default_region` as
+    botocore's endpoint data names it (its partition's DNS suffix: ``amazonaws.com.cn`` for
+    ``cn-*``...): murphy's S3 gateway forwards there (docs/security.md)."""
+    configured = _endpoint_from_env(endpoint_url)
+    if configured:
+        return configured, None
+    import botocore.regions
+    import botocore.session
+
+    region = default_region()
+    resolver = botocore.regions.EndpointResolver(botocore.session.Session().get_data("endpoints"))
+    found = resolver.construct_endpoint("s3", region)
+    if not found:  # a region botocore's data does not know yet: its rules fall back to the aws partition
+        return f"https://s3.{region}.amazonaws.com", region
+    scope = found.get("credentialScope") or {}
+    return f"https://{found['hostname']}", str(scope.get("region") or region)
+
+
 class _Connection:
     """The boto3 client and the fast path of a store and its children, each made on first use.
 
@@ -87,7 +112,7 @@ class _Connection:
     def open(cls, endpoint_url: str | None, region: str | None, *, fast_get: bool = True) -> _Connection:
         import botocore.session
 
-        region = region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        region = region or default_region()
         return cls(None, botocore.session.Session(), _endpoint_from_env(endpoint_url), region, fast_get)
 
     def client(self) -> S3Client:

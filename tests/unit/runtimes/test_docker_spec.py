@@ -75,8 +75,13 @@ def test_isolation_by_default() -> None:
     assert vols == {
         "/data/containers/j-training/opt/ml": {"bind": "/opt/ml", "mode": "rw"},
         "/data/containers/j-training/run": {"bind": "/run/murphy", "mode": "rw"},
-        "/data/buckets": {"bind": "/murphy/buckets", "mode": "rw"},
-    }
+    }  # never the whole buckets directory: only the job's granted prefixes (test_docker_grants.py)
+    mounts = {"/data/buckets/b/j/output": {"bind": "/murphy/buckets/b/j/output", "mode": "rw"}}
+    kw = spec.create_kwargs(training(), image="i", name="n", env={}, container_dir="/c",
+                            store=spec.StoreAccess(buckets_dir="/data/buckets"), host=HOST,
+                            options=spec.DockerOptions(), rid="abc", bucket_mounts=mounts)
+    assert kw["volumes"]["/data/buckets/b/j/output"] == {"bind": "/murphy/buckets/b/j/output", "mode": "rw"}
+    assert "/data/buckets" not in kw["volumes"]
 
 
 def test_rule_container_gets_no_opt_ml_and_gateway_read_only() -> None:
