@@ -39,8 +39,9 @@ from murphy.exceptions import HookError
 from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig, apply_collection_settings
 from murphy.hook.guard import LOGGER_NAME
+from murphy.hook.writer import BackgroundWriter
 from murphy.hook.xgboost_data import DataError, load_dmatrix
-from murphy.hook.xgboost_io import InlineWriter, xgboost_save_config
+from murphy.hook.xgboost_io import InlineWriter, XGBoostBackend, xgboost_save_config
 from murphy.hook.xgboost_names import (
     DEFAULT_INCLUDE_COLLECTIONS,
     DEFAULT_SAVE_INTERVAL,
@@ -109,14 +110,10 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         super().__init__(
             out_dir, dry_run, None, save_config or SaveConfig(save_interval=DEFAULT_SAVE_INTERVAL),
             include_regex, include_collections, save_all, include_workers,
-            rank=rank, world_size=world, collection_regexes=XGBOOST_COLLECTION_REGEXES, **kwargs,
+            backend=XGBoostBackend(), rank=rank, world_size=world, collection_regexes=XGBOOST_COLLECTION_REGEXES,
+            **kwargs,
         )
         xgboost.callback.TrainingCallback.__init__(self)
-        if not str(self.store.uri).startswith("s3://"):
-            # A round saves a few small tensors; handing them to a thread costs more (waking it,
-            # then GIL hand-offs while xgboost runs) than writing two local files here, which
-            # is what smdebug does too. Remote stores keep the background writer.
-            self._writer = InlineWriter(self.store, self.worker, self.backend, self.guard)
         # smdebug's XGBoost default is ``metrics`` (the base hook's is PyTorch's ``losses``).
         included = set(DEFAULT_INCLUDE_COLLECTIONS) | set(include_collections or ())
         if include_regex:
@@ -136,6 +133,14 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._booster: tuple[Any, str | None] | None = None
         # (collections generation, next round at which anything is due) after a full round start.
         self._quiet_until: tuple[int, int] | None = None
+
+    def _new_writer(self, max_pending: int, max_pending_bytes: int, max_block: float | None) -> BackgroundWriter:
+        if not str(self.store.uri).startswith("s3://"):
+            # A round saves a few small tensors; handing them to a thread costs more (waking it,
+            # then GIL hand-offs while xgboost runs) than writing two local files here, which
+            # is what smdebug does too. Remote stores keep the background writer.
+            return InlineWriter(self.store, self.worker, self.backend, self.guard)
+        return super()._new_writer(max_pending, max_pending_bytes, max_block)
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Hook:
@@ -248,6 +253,9 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._quiet_until = (self.collections.generation, sys.maxsize if nxt is None else nxt)
 
     def _put(self, name: str, value: Any) -> None:
+        if type(value) is float:  # a metric: saved as shape [1] (XGBoostBackend), no array here
+            self._save(name, value)
+            return
         try:
             arr = as_array(value)
         except TypeError as e:

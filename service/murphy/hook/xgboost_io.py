@@ -1,11 +1,13 @@
-"""Pieces of the XGBoost hook that need no xgboost: the inline writer and the JSON config's
-default save interval."""
+"""Pieces of the XGBoost hook that need no xgboost: the inline writer, the snapshot backend and
+the JSON config's default save interval."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from murphy.core.save_config import SaveConfig
+from murphy.hook.backend import NumpyBackend
 from murphy.hook.config import HookConfig
 from murphy.hook.writer import BackgroundWriter, _Flush
 from murphy.hook.xgboost_names import DEFAULT_SAVE_INTERVAL
@@ -31,6 +33,21 @@ class InlineWriter(BackgroundWriter):
         self._closed = True
         if self.tensorboard is not None:
             self.tensorboard.close()
+
+
+class XGBoostBackend(NumpyBackend):
+    """numpy snapshots, with a Python float (what ``evals_log`` holds) kept as it is.
+
+    A float is immutable, so it is its own snapshot; the writer encodes it as the float64 array
+    of shape [1] that smdebug's ``make_numpy_array`` makes of it (``murphy.tensorio.events``),
+    without building that array on the training thread.
+    """
+
+    def snapshot(self, value: Any) -> Any:
+        return value if type(value) is float else super().snapshot(value)
+
+    def shape(self, value: Any) -> tuple[int, ...]:
+        return (1,) if type(value) is float else super().shape(value)
 
 
 def xgboost_save_config(cfg: HookConfig) -> SaveConfig:
