@@ -23,7 +23,11 @@ from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
 from murphy.exceptions import HookError
 from murphy.hook.backend import NumpyBackend, TensorBackend
-from murphy.hook.collections import PYTORCH_COLLECTION_REGEXES, HookCollections
+from murphy.hook.collections import (
+    PYTORCH_COLLECTION_REGEXES,
+    HookCollections,
+    collections_json_bytes,
+)
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard, guarded
 from murphy.hook.outdir import refuse_ended, resolve_out_dir
 from murphy.hook.tensorboard import TensorBoardSink
@@ -358,7 +362,7 @@ class BaseHook:
             return
         self._collections_written = True
         # Serialised here (once) so later changes to the collections cannot race the writer.
-        data = self.collections.to_doc(self.num_workers).to_json_bytes()
+        data = collections_json_bytes(self.collections, self.num_workers)
         store, key = self.store, collections_file_key(self.worker)
         self._writer.submit_call(lambda: store.put(key, data), "collections")
 

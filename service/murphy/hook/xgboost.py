@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -249,8 +248,8 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._quiet = 0
         self._next_due.clear()
         self._begin_full_step()
-        nxt = self.collections.next_due(ModeKeys.GLOBAL, epoch + 1)
-        self._quiet_until = (self.collections.generation, sys.maxsize if nxt is None else nxt)
+        # (generation, next due round after this one): _begin_full_step has just computed it.
+        self._quiet_until = self._next_due[ModeKeys.GLOBAL]
 
     def _put(self, name: str, value: Any) -> None:
         if type(value) is float:  # a metric: saved as shape [1] (XGBoostBackend), no array here
