@@ -1,5 +1,5 @@
-"""Pieces of the XGBoost hook that need no xgboost: the inline writer, the snapshot backend and
-the JSON config's default save interval."""
+"""Pieces of the XGBoost hook that need no xgboost: the inline writer, the snapshot backend, the
+metrics-only round's replayed plan and the JSON config's default save interval."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from murphy.core.save_config import SaveConfig
 from murphy.hook.backend import NumpyBackend
 from murphy.hook.config import HookConfig
-from murphy.hook.writer import BackgroundWriter, _Flush
+from murphy.hook.writer import BackgroundWriter, Record, _Flush
 from murphy.hook.xgboost_names import DEFAULT_SAVE_INTERVAL
 
 
@@ -48,6 +48,40 @@ class XGBoostBackend(NumpyBackend):
 
     def shape(self, value: Any) -> tuple[int, ...]:
         return (1,) if type(value) is float else super().shape(value)
+
+
+# (collections generation, due collections, metric names, (position, shape) of each record).
+MetricPlan = tuple[int, frozenset[str], tuple[str, ...], tuple[tuple[int, Any], ...]]
+
+
+def metric_plan(
+    generation: int, due: frozenset[str], items: list[tuple[str, Any]], records: list[Record]
+) -> MetricPlan | None:
+    """What a round that saved only float metrics wrote: which of ``items`` (the round's
+    ``(name, value)`` metrics) became ``records``, in order, with their shapes. None when a
+    record is anything else (the general path then decides every round)."""
+    position = {name: i for i, (name, _) in enumerate(items)}
+    if any(type(r.snap) is not float or r.name not in position for r in records):
+        return None
+    return generation, due, tuple(name for name, _ in items), tuple((position[r.name], r.shape) for r in records)
+
+
+def replay_metric_plan(
+    plan: MetricPlan, generation: int, due: frozenset[str], items: list[tuple[str, Any]]
+) -> list[Record] | None:
+    """The records ``plan`` gives for this round's ``items``; None (the general path decides)
+    when the collections, the due set, the metric names or a value's type differ."""
+    if plan[0] != generation or plan[1] != due or len(items) != len(plan[2]):
+        return None
+    if any(name != items[i][0] for i, name in enumerate(plan[2])):
+        return None
+    records = []
+    for i, shape in plan[3]:
+        name, value = items[i]
+        if type(value) is not float:
+            return None
+        records.append(Record(name, value, shape))
+    return records
 
 
 def xgboost_save_config(cfg: HookConfig) -> SaveConfig:
