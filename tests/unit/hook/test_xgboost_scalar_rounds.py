@@ -79,3 +79,24 @@ def test_the_collections_file_is_the_documents_json(tmp_path: Path) -> None:
     assert collections_json_bytes(xgb_hook.collections, 1) == xgb_hook.collections.to_doc(1).to_json_bytes()
     hook.close()
     xgb_hook.close()
+
+
+def test_a_replayed_round_notices_new_metrics_collection_changes_and_non_floats(tmp_path: Path) -> None:
+    hook = Hook(out_dir=str(tmp_path))
+    log: dict[str, Any] = {"train": {"logloss": [0.5]}}
+    for epoch in range(21):  # rounds 0, 10 and 20 saved: the plan is replayed at 10 and 20
+        hook.after_iteration(None, epoch, log)
+    log["validation"] = {"error": [0.25]}  # a metric appears: decided again, and saved
+    for epoch in range(21, 31):
+        hook.after_iteration(None, epoch, log)
+    hook.get_collection("metrics").save_config = SaveConfig(save_steps=[35])  # takes effect at once
+    log["train"]["logloss"] = [np.float32(0.125)]  # not a Python float: the general path
+    for epoch in range(31, 41):
+        hook.after_iteration(None, epoch, log)
+    hook.close()
+    events = _records(tmp_path)
+    steps = {key.split("/")[1]: {rec[0]: rec for rec in recs} for key, recs in events.items()}
+    assert sorted(int(s) for s in steps) == [0, 10, 20, 30, 35]
+    assert set(steps["000000000020"]) == {"train-logloss"}
+    assert set(steps["000000000030"]) == {"train-logloss", "validation-error"}
+    assert steps["000000000035"]["train-logloss"][1:4] == ("<f4", (1,), [0.125])
