@@ -100,3 +100,18 @@ def test_a_replayed_round_notices_new_metrics_collection_changes_and_non_floats(
     assert set(steps["000000000020"]) == {"train-logloss"}
     assert set(steps["000000000030"]) == {"train-logloss", "validation-error"}
     assert steps["000000000035"]["train-logloss"][1:4] == ("<f4", (1,), [0.125])
+
+
+def test_a_float_step_in_one_pass_is_the_step_writers_step(tmp_path: Path) -> None:
+    from murphy.core.modes import ModeKeys
+    from murphy.tensorio.writer import StepWriter, write_float_step
+
+    items = [("train-logloss", 0.5), ("validation-logloss", 0.25), ("validation_0-auc", 0.75)]
+    one, two = LocalObjectStore(tmp_path / "one"), LocalObjectStore(tmp_path / "two")
+    key, data = write_float_step(one, 20, "worker_0", ModeKeys.TRAIN, 7, items)
+    writer = StepWriter(two, 20, "worker_0", ModeKeys.TRAIN, 7, stream=True)
+    for name, value in items:
+        writer.add(name, np.array([value]))
+    writer.close()
+    assert key == writer.index_file_name and data == writer.index_bytes == two.get(key) == one.get(key)
+    assert _records(tmp_path / "one") == _records(tmp_path / "two")
