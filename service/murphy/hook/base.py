@@ -23,7 +23,12 @@ from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
 from murphy.exceptions import HookError
 from murphy.hook.backend import NumpyBackend, TensorBackend
-from murphy.hook.collections import PYTORCH_COLLECTION_REGEXES, HookCollections, SavePlan
+from murphy.hook.collections import (
+    PYTORCH_COLLECTION_REGEXES,
+    HookCollections,
+    SavePlan,
+    collections_json_bytes,
+)
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard, guarded
 from murphy.hook.outdir import refuse_ended, resolve_out_dir
 from murphy.hook.tensorboard import TensorBoardSink
@@ -114,8 +119,8 @@ class BaseHook:
             self.collections.include([CollectionKeys.ALL])
         # Back-pressure (murphy.hook.writer): a step waits at most max_block_ms for the writer,
         # then it is dropped and counted; max_block_ms=None waits instead and drops nothing.
-        self._writer = BackgroundWriter(self.store, self.worker, self.backend, self.guard, max_pending_steps,
-                                        max_pending_bytes, None if max_block_ms is None else max_block_ms / 1e3)
+        self._writer = self._new_writer(max_pending_steps, max_pending_bytes,
+                                        None if max_block_ms is None else max_block_ms / 1e3)
         self.step = INIT_STEP
         self.mode = ModeKeys.GLOBAL
         self._mode_steps: dict[ModeKeys, int] = dict.fromkeys(ModeKeys, INIT_STEP)
@@ -216,6 +221,11 @@ class BaseHook:
             return [(c, colls.collections[c].save_histogram) for c in colls.matching(name)]
 
         self._writer.tensorboard = TensorBoardSink(os.fspath(logdir), self.worker, classify)
+
+    def _new_writer(self, max_pending: int, max_pending_bytes: int, max_block: float | None) -> BackgroundWriter:
+        """The hook's writer (built once, in the constructor); adapters may write inline instead."""
+        return BackgroundWriter(self.store, self.worker, self.backend, self.guard, max_pending, max_pending_bytes,
+                                max_block)
 
     def _setup_tensorboard(self, out_dir: object, export_tensorboard: bool, tensorboard_dir: str | None) -> None:
         """Adapters pass smdebug's TensorBoard arguments here, once their writer is in place."""
@@ -331,9 +341,10 @@ class BaseHook:
         backend = self.backend
         if not self._writes:
             return
-        base = name if self._reduction_keeps_output_index else strip_output_index(name)
-        for op, is_abs in reductions:
-            self._records.append(Record(reduction_tensor_name(base, op, is_abs), backend.reduce(value, op, is_abs)))
+        if reductions:
+            base = name if self._reduction_keeps_output_index else strip_output_index(name)
+            for op, is_abs in reductions:
+                self._records.append(Record(reduction_tensor_name(base, op, is_abs), backend.reduce(value, op, is_abs)))
         tshape = backend.shape(value) if shape else None
         if raw:
             self._records.append(Record(name, backend.snapshot(value), tshape))
@@ -362,7 +373,7 @@ class BaseHook:
             return
         self._collections_written = True
         # Serialised here (once) so later changes to the collections cannot race the writer.
-        data = self.collections.to_doc(self.num_workers).to_json_bytes()
+        data = collections_json_bytes(self.collections, self.num_workers)
         store, key = self.store, collections_file_key(self.worker)
         self._writer.submit_call(lambda: store.put(key, data), "collections")
 

@@ -8,8 +8,10 @@ every cached decision is tied to :attr:`HookCollections.generation`, bumped by :
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from murphy.core.collection import (
     NON_HISTOGRAM_COLLECTIONS,
@@ -190,6 +192,40 @@ class HookCollections:
                 save_histogram=coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS,
             )
         return CollectionsDoc(collections=out, num_workers=num_workers)
+
+
+_RAW_ONLY = ReductionConfig(save_raw_tensor=True)
+
+
+def collections_json_bytes(colls: HookCollections, num_workers: int) -> bytes:
+    """``colls.to_doc(num_workers).to_json_bytes()``, without building the document's objects.
+
+    Written once per hook, at the round after the first save; the collections and configs the
+    document would copy are serialised straight from the hook's, each distinct config once.
+    """
+    memo: dict[int, Any] = {}
+
+    def config_json(cfg: SaveConfig | ReductionConfig | None) -> Any:
+        if cfg is None:
+            return None
+        hit = memo.get(id(cfg))
+        if hit is None:
+            hit = memo[id(cfg)] = cfg.to_json_dict()
+        return hit
+
+    out: dict[str, Any] = {}
+    for name, coll in colls.collections.items():
+        reduction = _RAW_ONLY if name in NON_REDUCTION_COLLECTIONS else coll.reduction_config or colls.reduction_config
+        # Collection.to_json_dict's keys, in its order.
+        out[name] = {
+            "name": name,
+            "include_regex": list(coll.include_regex),
+            "tensor_names": sorted(coll.tensor_names),
+            "reduction_config": config_json(reduction),
+            "save_config": config_json(colls.effective_save_config(name)),
+            "save_histogram": coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS,
+        }
+    return json.dumps({"collections": out, "_meta": {"num_workers": num_workers}}).encode()
 
 
 def next_save_step(cfg: SaveConfigMode, step: int) -> int | None:

@@ -22,7 +22,8 @@ def resolve_out_dir(out_dir: str | os.PathLike[str] | ObjectStore | None) -> Any
         if "TRAINING_JOB_NAME" in os.environ:
             return _relocate_opt_ml(DEFAULT_LOCAL_PATH)
         raise HookError("out_dir is required outside SageMaker (or use Hook.create_from_json_file())")
-    if isinstance(out_dir, ObjectStore):
+    # A string first: the runtime Protocol check below walks the protocol's members.
+    if type(out_dir) is not str and isinstance(out_dir, ObjectStore):
         return out_dir
     return _relocate_opt_ml(os.fspath(out_dir))
 

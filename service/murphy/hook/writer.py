@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from murphy.core.modes import ModeKeys
 from murphy.hook.backend import TensorBackend
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard
@@ -295,10 +297,18 @@ class BackgroundWriter:
         to_numpy, add = self._backend.to_numpy, writer.add
         try:
             for rec in batch.records:
-                if rec.snap is None:
+                snap = rec.snap
+                if type(snap) is float:
+                    # A Python float (immutable, so its own snapshot): written as smdebug's
+                    # make_numpy_array writes it, float64 of shape [1], without building the array.
+                    add(rec.name, snap, shape_of=rec.shape)
+                    if arrays is not None:
+                        arrays.append((rec.name, np.array([snap])))
+                    continue
+                if snap is None:
                     writer.add_shape(rec.name, rec.shape or ())
                     continue
-                array, original_dtype = to_numpy(rec.snap)
+                array, original_dtype = to_numpy(snap)
                 if array is None:
                     continue  # invalidated by the backend's fence (counted and logged there)
                 # copy=False: the snapshot is this thread's until _give_back, after the files.

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,12 +34,19 @@ from murphy.core.collection import CollectionKeys
 from murphy.core.modes import ModeKeys
 from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
-from murphy.exceptions import HookError
 from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig, apply_collection_settings
 from murphy.hook.guard import LOGGER_NAME
-from murphy.hook.xgboost_data import DataError, load_dmatrix
-from murphy.hook.xgboost_io import InlineWriter, xgboost_save_config
+from murphy.hook.writer import BackgroundWriter
+from murphy.hook.xgboost_data import DataArg, hook_data, rank_world
+from murphy.hook.xgboost_io import (
+    InlineWriter,
+    MetricPlan,
+    XGBoostBackend,
+    metric_plan,
+    replay_metric_plan,
+    xgboost_save_config,
+)
 from murphy.hook.xgboost_names import (
     DEFAULT_INCLUDE_COLLECTIONS,
     DEFAULT_SAVE_INTERVAL,
@@ -50,6 +56,7 @@ from murphy.hook.xgboost_names import (
     XGBOOST_COLLECTION_REGEXES,
     as_array,
     booster_name,
+    increasing_metric,
     metric_items,
     parse_tree_dump,
 )
@@ -57,32 +64,8 @@ from murphy.storage import ObjectStore
 
 _log = logging.getLogger(LOGGER_NAME)
 K = CollectionKeys
-DataArg = xgboost.DMatrix | tuple[str, str] | None
-
-
-def _rank_world() -> tuple[int, int]:
-    try:
-        return int(xgboost.collective.get_rank()), int(xgboost.collective.get_world_size())
-    except Exception:  # no communicator: a single process
-        return 0, 1
-
-
-def _data(value: DataArg, what: str) -> xgboost.DMatrix | None:
-    if value is None or isinstance(value, xgboost.DMatrix):
-        return value
-    if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-        raise HookError(
-            f"{what} must be a tuple of strings representing (file path, content type) or an xgboost.DMatrix instance."
-        )
-    path = os.path.expanduser(value[0])
-    if not os.path.isfile(path):
-        raise HookError(f"{what}: only local files are currently supported for SHAP, got {value[0]!r}")
-    try:
-        return load_dmatrix(path, value[1])
-    except DataError as e:
-        raise HookError(f"{what}: {e}") from e
-
-
+# Rounds that save only these (the default, ``metrics``) can replay the previous round's plan.
+_METRIC_COLLECTIONS = frozenset({K.METRICS, K.LOSSES})
 class Hook(BaseHook, xgboost.callback.TrainingCallback):
     """smdebug's XGBoost hook: ``xgboost.train(params, dtrain, callbacks=[hook])``."""
 
@@ -103,20 +86,16 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         validation_data: DataArg = None,
         **kwargs: Any,
     ) -> None:
-        rank, world = _rank_world()
-        self.train_data = _data(train_data, "train_data")
-        self.validation_data = _data(validation_data, "validation_data")
+        rank, world = rank_world()
+        self.train_data = hook_data(train_data, "train_data")
+        self.validation_data = hook_data(validation_data, "validation_data")
         super().__init__(
             out_dir, dry_run, None, save_config or SaveConfig(save_interval=DEFAULT_SAVE_INTERVAL),
             include_regex, include_collections, save_all, include_workers,
-            rank=rank, world_size=world, collection_regexes=XGBOOST_COLLECTION_REGEXES, **kwargs,
+            backend=XGBoostBackend(), rank=rank, world_size=world, collection_regexes=XGBOOST_COLLECTION_REGEXES,
+            **kwargs,
         )
         xgboost.callback.TrainingCallback.__init__(self)
-        if not str(self.store.uri).startswith("s3://"):
-            # A round saves a few small tensors; handing them to a thread costs more (waking it,
-            # then GIL hand-offs while xgboost runs) than writing two local files here, which
-            # is what smdebug does too. Remote stores keep the background writer.
-            self._writer = InlineWriter(self.store, self.worker, self.backend, self.guard)
         # smdebug's XGBoost default is ``metrics`` (the base hook's is PyTorch's ``losses``).
         included = set(DEFAULT_INCLUDE_COLLECTIONS) | set(include_collections or ())
         if include_regex:
@@ -136,6 +115,16 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._booster: tuple[Any, str | None] | None = None
         # (collections generation, next round at which anything is due) after a full round start.
         self._quiet_until: tuple[int, int] | None = None
+        # (generation, due collections, metric names, (position, shape) per record written).
+        self._metric_plan: MetricPlan | None = None
+
+    def _new_writer(self, max_pending: int, max_pending_bytes: int, max_block: float | None) -> BackgroundWriter:
+        if not str(self.store.uri).startswith("s3://"):
+            # A round saves a few small tensors; handing them to a thread costs more (waking it,
+            # then GIL hand-offs while xgboost runs) than writing two local files here, which
+            # is what smdebug does too. Remote stores keep the background writer.
+            return InlineWriter(self.store, self.worker, self.backend, self.guard)
+        return super()._new_writer(max_pending, max_pending_bytes, max_block)
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Hook:
@@ -187,6 +176,11 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         if not self._saving:
             return
         due = self._due
+        metrics_only = due <= _METRIC_COLLECTIONS
+        if metrics_only and self._replay_metrics(evals_log or {}, due):
+            self._end_step()
+            return
+        fresh = not self._records and not self._pending_scalars
         wide = K.ALL in due or K.DEFAULT in due
 
         def wanted(name: str) -> bool:
@@ -216,8 +210,27 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
                 self._write_trees(model, kind, epoch)
             if wanted(K.FULL_SHAP) or wanted(K.AVERAGE_SHAP):
                 self._write_shap(model, wanted(K.FULL_SHAP), wanted(K.AVERAGE_SHAP))
+        if metrics_only and fresh:
+            self._remember_metrics(evals_log or {}, due)
         # Hand the round over now: the writer thread writes its files while the next round runs.
         self._end_step()
+
+    def _remember_metrics(self, evals_log: Mapping[str, Any], due: frozenset[str]) -> None:
+        # Until the collections change, rounds with these due collections and metric names write
+        # the same records (claims and tensor names are in place): _replay_metrics.
+        plan = None if self._pending_scalars else metric_plan(
+            self.collections.generation, due, metric_items(evals_log), self._records)
+        self._metric_plan = plan
+
+    def _replay_metrics(self, evals_log: Mapping[str, Any], due: frozenset[str]) -> bool:
+        plan = self._metric_plan
+        if plan is None or self._records or self._pending_scalars:
+            return False
+        records = replay_metric_plan(plan, self.collections.generation, due, metric_items(evals_log))
+        if records is None:
+            return False
+        self._records = records
+        return True
 
     def _set_round(self, epoch: int) -> None:
         """Make ``epoch`` the current global (and mode) step, whatever came before.
@@ -244,10 +257,13 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._quiet = 0
         self._next_due.clear()
         self._begin_full_step()
-        nxt = self.collections.next_due(ModeKeys.GLOBAL, epoch + 1)
-        self._quiet_until = (self.collections.generation, sys.maxsize if nxt is None else nxt)
+        # (generation, next due round after this one): _begin_full_step has just computed it.
+        self._quiet_until = self._next_due[ModeKeys.GLOBAL]
 
     def _put(self, name: str, value: Any) -> None:
+        if type(value) is float:  # a metric: saved as shape [1] (XGBoostBackend), no array here
+            self._save(name, value)
+            return
         try:
             arr = as_array(value)
         except TypeError as e:
@@ -264,7 +280,7 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             return
         self._claimed.add(name)
         metrics.add_tensor_name(name)
-        if not _increasing(name):
+        if not increasing_metric(name):
             self.collections.collections[K.LOSSES].add_tensor_name(name)
         self.collections.invalidate()
 
@@ -339,11 +355,6 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
                 # column was meant: give the others to the collection by name.
                 self.collections.collections[coll].add_tensor_name(name)
                 self._put(name, value if coll == K.FULL_SHAP else value[j])
-
-
-def _increasing(name: str) -> bool:
-    # ``auc``/``map`` (and ``aucpr``, ``ndcg``, ``pre``: scores that grow) after the last dash.
-    return name.rpartition("-")[2].split("@")[0] in ("auc", "aucpr", "map", "ndcg", "pre")
 
 
 def _feature_names(model: xgboost.Booster) -> list[str]:

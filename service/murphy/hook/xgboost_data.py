@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import xgboost
 
+from murphy.exceptions import HookError
+
 CSV = "csv"
 LIBSVM = "libsvm"
 _CSV_TYPES = ("csv", "text/csv")
@@ -165,3 +167,32 @@ def _libsvm_many(paths: list[Path]) -> xgboost.DMatrix:
         for k, v in r.items():
             dense[i, k] = v
     return xgboost.DMatrix(dense, label=np.array(labels, dtype=np.float32), missing=np.nan)
+
+
+DataArg = xgboost.DMatrix | tuple[str, str] | None
+
+
+def rank_world() -> tuple[int, int]:
+    """This process's rank and the world size of xgboost's communicator (0, 1 without one)."""
+    try:
+        return int(xgboost.collective.get_rank()), int(xgboost.collective.get_world_size())
+    except Exception:  # no communicator: a single process
+        return 0, 1
+
+
+def hook_data(value: DataArg, what: str) -> xgboost.DMatrix | None:
+    """The hook's ``train_data=`` / ``validation_data=``: a DMatrix, or a local file's
+    ``(path, content type)`` loaded into one; :class:`HookError` with smdebug's message else."""
+    if value is None or isinstance(value, xgboost.DMatrix):
+        return value
+    if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+        raise HookError(
+            f"{what} must be a tuple of strings representing (file path, content type) or an xgboost.DMatrix instance."
+        )
+    path = os.path.expanduser(value[0])
+    if not os.path.isfile(path):
+        raise HookError(f"{what}: only local files are currently supported for SHAP, got {value[0]!r}")
+    try:
+        return load_dmatrix(path, value[1])
+    except DataError as e:
+        raise HookError(f"{what}: {e}") from e

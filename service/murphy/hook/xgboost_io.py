@@ -1,14 +1,17 @@
-"""Pieces of the XGBoost hook that need no xgboost: the inline writer and the JSON config's
-default save interval."""
+"""Pieces of the XGBoost hook that need no xgboost: the inline writer, the snapshot backend, the
+metrics-only round's replayed plan and the JSON config's default save interval."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from murphy.core.save_config import SaveConfig
+from murphy.hook.backend import NumpyBackend
 from murphy.hook.config import HookConfig
-from murphy.hook.writer import BackgroundWriter, _Flush
+from murphy.hook.writer import BackgroundWriter, Record, StepBatch, _Flush
 from murphy.hook.xgboost_names import DEFAULT_SAVE_INTERVAL
+from murphy.tensorio.writer import write_float_step
 
 
 class InlineWriter(BackgroundWriter):
@@ -27,10 +30,74 @@ class InlineWriter(BackgroundWriter):
         elif not self._guard.disabled:
             self._handle(item)
 
+    def _write_step(self, batch: StepBatch) -> None:
+        records = batch.records
+        if (self.tensorboard is not None or batch.fence is not None or not records
+                or any(type(r.snap) is not float or r.shape is not None for r in records)):
+            super()._write_step(batch)
+            return
+        # A round of float metrics (the default): the same files in one pass, no StepWriter.
+        if self.manifest is not None:
+            self.manifest.begin()
+        key, data = write_float_step(self._store, batch.step, self._worker, batch.mode, batch.mode_step,
+                                     [(r.name, r.snap) for r in records])
+        self.steps_written += 1
+        if self.manifest is not None:
+            self.manifest.add(key, batch.step, data)
+
     def close(self, timeout: float | None = None) -> None:
         self._closed = True
         if self.tensorboard is not None:
             self.tensorboard.close()
+
+
+class XGBoostBackend(NumpyBackend):
+    """numpy snapshots, with a Python float (what ``evals_log`` holds) kept as it is.
+
+    A float is immutable, so it is its own snapshot; the writer encodes it as the float64 array
+    of shape [1] that smdebug's ``make_numpy_array`` makes of it (``murphy.tensorio.events``),
+    without building that array on the training thread.
+    """
+
+    def snapshot(self, value: Any) -> Any:
+        return value if type(value) is float else super().snapshot(value)
+
+    def shape(self, value: Any) -> tuple[int, ...]:
+        return (1,) if type(value) is float else super().shape(value)
+
+
+# (collections generation, due collections, metric names, (position, shape) of each record).
+MetricPlan = tuple[int, frozenset[str], tuple[str, ...], tuple[tuple[int, Any], ...]]
+
+
+def metric_plan(
+    generation: int, due: frozenset[str], items: list[tuple[str, Any]], records: list[Record]
+) -> MetricPlan | None:
+    """What a round that saved only float metrics wrote: which of ``items`` (the round's
+    ``(name, value)`` metrics) became ``records``, in order, with their shapes. None when a
+    record is anything else (the general path then decides every round)."""
+    position = {name: i for i, (name, _) in enumerate(items)}
+    if any(type(r.snap) is not float or r.name not in position for r in records):
+        return None
+    return generation, due, tuple(name for name, _ in items), tuple((position[r.name], r.shape) for r in records)
+
+
+def replay_metric_plan(
+    plan: MetricPlan, generation: int, due: frozenset[str], items: list[tuple[str, Any]]
+) -> list[Record] | None:
+    """The records ``plan`` gives for this round's ``items``; None (the general path decides)
+    when the collections, the due set, the metric names or a value's type differ."""
+    if plan[0] != generation or plan[1] != due or len(items) != len(plan[2]):
+        return None
+    if any(name != items[i][0] for i, name in enumerate(plan[2])):
+        return None
+    records = []
+    for i, shape in plan[3]:
+        name, value = items[i]
+        if type(value) is not float:
+            return None
+        records.append(Record(name, value, shape))
+    return records
 
 
 def xgboost_save_config(cfg: HookConfig) -> SaveConfig:

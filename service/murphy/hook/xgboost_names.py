@@ -59,6 +59,12 @@ def metric_items(evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> list[t
     return out
 
 
+def increasing_metric(name: str) -> bool:
+    """A metric that grows as the model improves: ``auc``/``map`` (and ``aucpr``, ``ndcg``,
+    ``pre``) after the last dash; the hook never adds such a name to ``losses``."""
+    return name.rpartition("-")[2].split("@")[0] in ("auc", "aucpr", "map", "ndcg", "pre")
+
+
 def as_array(value: Any) -> np.ndarray[Any, Any]:
     """smdebug's ``make_numpy_array``: scalars (and strings) become shape ``(1,)``."""
     if isinstance(value, np.ndarray):

@@ -67,7 +67,8 @@ def local_bucket_store(root: str | os.PathLike[str], uri: str) -> LocalObjectSto
 
 def open_store(uri: str | os.PathLike[str], *, s3_endpoint_url: str | None = None) -> ObjectStore:
     """Open the store a URI or path names."""
-    if isinstance(uri, ObjectStore):
+    # A string first: the runtime Protocol check below walks the protocol's members.
+    if type(uri) is not str and isinstance(uri, ObjectStore):
         return uri
     if not isinstance(uri, str):
         return LocalObjectStore(os.fspath(uri))

@@ -28,17 +28,50 @@ _IOV_MAX = _iov_max()
 _PREAD_MAX = 64 << 20
 _READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _tmp_counter = itertools.count()
+# getpid is a system call on current glibc: read once, and again in a forked child.
+_pid = os.getpid()
+# A store forgets the directories it knows about past this many (one per saved step: events/<step>/).
+_KNOWN_DIRS_MAX = 4096
 
 Buffer = bytes | bytearray | memoryview
 
 
+def _reset_pid() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pid)
+
+
 def _tmp_name(directory: str, name: str) -> str:
     # Unique per process and call without the random names (and retries) of mkstemp.
-    return f"{directory}/{name}.{os.getpid()}-{next(_tmp_counter)}{_TMP_SUFFIX}"
+    return f"{directory}/{name}.{_pid}-{next(_tmp_counter)}{_TMP_SUFFIX}"
 
 
-def _create(directory: str, name: str) -> tuple[str, int]:
-    """Create a new temp file beside ``directory/name``; returns ``(temp path, fd)``."""
+def _make_dir(directory: str, known: set[str]) -> None:
+    """Make sure ``directory`` exists, with one ``mkdir`` when its parent does (a new step's
+    ``events/<step>/``), instead of a failed ``open`` and a ``stat`` before it."""
+    try:
+        os.mkdir(directory)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
+    if len(known) >= _KNOWN_DIRS_MAX:
+        known.clear()
+    known.add(directory)
+
+
+def _create(directory: str, name: str, known: set[str]) -> tuple[str, int]:
+    """Create a new temp file beside ``directory/name``; returns ``(temp path, fd)``.
+
+    ``known``: directories this store made or found (the open is tried at once); any other is
+    made first. A known directory deleted since is made again when the open fails.
+    """
+    if directory not in known:
+        _make_dir(directory, known)
     made_dir = False
     for _ in range(8):
         tmp = _tmp_name(directory, name)
@@ -84,12 +117,12 @@ class LocalPartsFile:
     missing), the writes, ``close``, one ``os.replace``. The temp name ends in .tmp, which list()
     hides, as smdebug's readers expect, and the rename never crosses filesystems."""
 
-    def __init__(self, key: str, path: str) -> None:
+    def __init__(self, key: str, path: str, known_dirs: set[str] | None = None) -> None:
         self.key = key
         self._path = path
         directory, _, name = path.rpartition("/")
         try:
-            self._tmp, self._fd = _create(directory, name)
+            self._tmp, self._fd = _create(directory, name, set() if known_dirs is None else known_dirs)
         except OSError as e:
             raise StorageError(f"cannot write {key}: {e}") from e
         self._open = True
@@ -129,6 +162,9 @@ class LocalObjectStore:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self._root = Path(root).absolute()
         self._root_str = str(self._root).rstrip("/") or ""
+        self._uri: str | None = None
+        # Directories this store made or found: a put into one of them opens its file at once.
+        self._known_dirs: set[str] = set()
 
     @property
     def root(self) -> Path:
@@ -136,7 +172,9 @@ class LocalObjectStore:
 
     @property
     def uri(self) -> str:
-        return self._root.as_uri()
+        if self._uri is None:  # percent-encoding the path is not free: once
+            self._uri = self._root.as_uri()
+        return self._uri
 
     def _path_str(self, key: str) -> str:
         key = key.strip("/")
@@ -193,7 +231,7 @@ class LocalObjectStore:
     def open_parts(self, key: str) -> LocalPartsFile:
         """A file for ``key`` written piece by piece, visible only at :meth:`LocalPartsFile.commit`
         (with :meth:`put`'s atomicity)."""
-        return LocalPartsFile(key, self._path_str(key))
+        return LocalPartsFile(key, self._path_str(key), self._known_dirs)
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[str]:
         # Walk only the directory the prefix names, then filter: the tensor layout puts the

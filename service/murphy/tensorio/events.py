@@ -130,16 +130,25 @@ _VALUE_TAG = w.key(1, w.LEN)
 _F64 = struct.Struct("<d")
 
 
+def _plugin_entry(name: str, content: str) -> bytes:
+    return w.len_delimited(1, w.len_delimited(1, name.encode()) + w.len_delimited(2, content.encode()))
+
+
+@lru_cache(maxsize=16)
+def _metadata_tail(mode: ModeKeys, original_dtype: str | None) -> bytes:
+    """The plugin data after ``mode_step``: the same for every step of a mode."""
+    tail = _plugin_entry(MODE_PLUGIN_NAME, str(ModeKeys(mode).value))
+    return tail if original_dtype is None else tail + _plugin_entry(DTYPE_PLUGIN_NAME, original_dtype)
+
+
+_MODE_STEP_NAME = w.len_delimited(1, MODE_STEP_PLUGIN_NAME.encode())
+
+
 @lru_cache(maxsize=64)
 def _metadata(mode: ModeKeys, mode_step: int, original_dtype: str | None) -> bytes:
-    # Cached: every record of a step carries the same plugin data.
-    entries = [(MODE_STEP_PLUGIN_NAME, str(mode_step)), (MODE_PLUGIN_NAME, str(ModeKeys(mode).value))]
-    if original_dtype is not None:
-        entries.append((DTYPE_PLUGIN_NAME, original_dtype))
-    plugin_data = b"".join(
-        w.len_delimited(1, w.len_delimited(1, n.encode()) + w.len_delimited(2, c.encode())) for n, c in entries
-    )
-    return w.len_delimited(9, plugin_data)
+    # Cached: every record of a step carries the same plugin data (mode_step, mode, dtype).
+    step_entry = w.len_delimited(1, _MODE_STEP_NAME + w.len_delimited(2, str(mode_step).encode()))
+    return w.len_delimited(9, step_entry + _metadata_tail(mode, original_dtype))
 
 
 def encode_tensor_event_parts(
@@ -162,6 +171,10 @@ def encode_tensor_event_parts(
     ``original_dtype="bfloat16"`` with a uint16 array means "these are bfloat16 bit patterns".
     Raises :class:`UnsupportedDType` for dtypes with no TensorProto mapping.
     """
+    if type(value) is float and original_dtype is None:
+        # A Python float (an XGBoost metric, a saved scalar): the record make_numpy_array's
+        # float64 array of shape [1] gives, without building that array.
+        return _float_parts(name, value, step, mode, mode_step, wall_time)
     arr, orig = _prepare(value, original_dtype)
     suffix = _metadata(mode, mode_step, orig)
     content: Buffer
@@ -172,6 +185,11 @@ def encode_tensor_event_parts(
     else:
         content = _content(arr, copy)
         static = _value_static(name, arr.shape, d.dt_of(arr.dtype), len(content))
+    return _event_parts(static, content, suffix, step, wall_time)
+
+
+def _event_parts(static: bytes, content: Buffer, suffix: bytes, step: int, wall_time: float | None) -> list[Buffer]:
+    """The Event around one Summary.Value (``static`` + ``content`` + ``suffix``)."""
     value_len = len(static) + len(content) + len(suffix)
     summary_head = _VALUE_TAG + w.encode_varint(value_len)
     event_head = _WALL_TIME_TAG + _F64.pack(time.time() if wall_time is None else wall_time)
@@ -179,6 +197,17 @@ def encode_tensor_event_parts(
         event_head += _STEP_TAG + w.encode_varint(step)
     event_head += _SUMMARY_TAG + w.encode_varint(len(summary_head) + value_len)
     return [b"".join((event_head, summary_head, static)), content, suffix]
+
+
+_SCALAR_SHAPE = (1,)
+
+
+def _float_parts(
+    name: str, value: float, step: int, mode: ModeKeys, mode_step: int, wall_time: float | None
+) -> list[Buffer]:
+    """``encode_tensor_event_parts`` of ``np.array([value])`` (float64, shape [1])."""
+    static = _value_static(name, _SCALAR_SHAPE, d.DT_DOUBLE, 8)
+    return _event_parts(static, _F64.pack(value), _metadata(mode, mode_step, None), step, wall_time)
 
 
 def encode_tensor_event(

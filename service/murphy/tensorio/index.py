@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any
 
 from murphy.core.modes import ModeKeys
@@ -68,8 +69,25 @@ class StepIndex:
         return doc
 
     def to_json_bytes(self) -> bytes:
-        """The file's bytes (UTF-8 JSON)."""
-        return json.dumps(self.to_json_dict()).encode("utf-8")
+        """The file's bytes: exactly ``json.dumps(self.to_json_dict())`` (UTF-8).
+
+        Formatted directly (a step writes one per saved step): json's own string escaping, the
+        same separators and key order, no dict building and no encoder walk.
+        """
+        tensors = ", ".join(
+            f'{{"tensorname": {_json_str(t.tensorname)}, "start_idx": {int(t.start_idx)}, "length": {int(t.length)}}}'
+            for t in self.tensors
+        )
+        shapes = ", ".join(
+            f'{{"tensorname": {_json_str(s.tensorname)}, "originalname": {_json_str(s.originalname)}, '
+            f'"shape": [{", ".join(str(int(d)) for d in s.shape)}]}}'
+            for s in self.shapes
+        )
+        return (
+            f'{{"meta": {{"mode": {_json_str(ModeKeys(self.mode).name)}, "mode_step": {int(self.mode_step)}, '
+            f'"event_file_name": {_json_str(self.event_file_name)}}}, "tensor_payload": [{tensors}], '
+            f'"shape_payload": [{shapes}]}}'
+        ).encode()
 
     @classmethod
     def from_json_bytes(cls, data: bytes) -> StepIndex:

@@ -1,0 +1,117 @@
+"""A saved XGBoost round of Python-float metrics (XGBoostBackend: the float is its own snapshot)
+writes what the general numpy path writes, and the collections file is the document's JSON."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+if os.environ.get("CI"):
+    import xgboost  # noqa: F401
+else:
+    pytest.importorskip("xgboost")
+
+from murphy.core.reduction_config import ReductionConfig
+from murphy.core.save_config import SaveConfig
+from murphy.hook.base import BaseHook
+from murphy.hook.collections import collections_json_bytes
+from murphy.hook.xgboost import Hook
+from murphy.storage.local import LocalObjectStore
+from murphy.tensorio.reader import read_event_file
+
+
+def _log(rounds: int, as_numpy: bool) -> list[dict[str, Any]]:
+    out = []
+    for r in range(rounds):
+        train, val = 0.7 - r / 100, 0.72 - r / 120
+        box = np.float64 if as_numpy else float
+        out.append({"train": {"logloss": [box(train)], "auc": [box(0.5 + r / 100)]},
+                    "validation": {"logloss": [box(val)]}})
+    return out
+
+
+def _run(out: Path, as_numpy: bool, **kw: Any) -> None:
+    hook = Hook(out_dir=str(out), **kw)
+    for epoch, log in enumerate(_log(25, as_numpy)):
+        hook.after_iteration(None, epoch, log)
+    hook.close()
+
+
+def _records(out: Path) -> dict[str, list[tuple[Any, ...]]]:
+    store = LocalObjectStore(out)
+    files: dict[str, list[tuple[Any, ...]]] = {}
+    for key in store.list("events/"):
+        files[key] = [(e.name, e.value.dtype.str, e.value.shape, e.value.tolist(), e.step, e.mode, e.mode_step)
+                      for e in read_event_file(store, key)]
+    return files
+
+
+@pytest.mark.parametrize("kw", [{}, {"include_collections": ["metrics", "losses"]},
+                                {"save_config": SaveConfig(save_interval=3), "include_collections": ["losses"]}])
+def test_float_metrics_write_what_numpy_scalars_write(tmp_path: Path, kw: dict[str, Any]) -> None:
+    _run(tmp_path / "float", as_numpy=False, **kw)
+    _run(tmp_path / "numpy", as_numpy=True, **kw)
+    fast, general = _records(tmp_path / "float"), _records(tmp_path / "numpy")
+    assert fast and fast == general
+    assert all(rec[1] == "<f8" and rec[2] == (1,) for recs in fast.values() for rec in recs)
+    a, b = LocalObjectStore(tmp_path / "float"), LocalObjectStore(tmp_path / "numpy")
+    keys = sorted(k for k in a.list("") if not k.startswith("events/"))
+    assert keys == sorted(k for k in b.list("") if not k.startswith("events/"))
+    for key in keys:  # index files, collections file, manifest segment, end marker
+        assert a.get(key) == b.get(key), key
+
+
+def test_the_collections_file_is_the_documents_json(tmp_path: Path) -> None:
+    hook = BaseHook(out_dir=str(tmp_path / "a"), reduction_config=ReductionConfig(reductions=["mean"]),
+                    include_collections=["weights", "custom"], save_config=SaveConfig(save_interval=7))
+    hook.get_collection("custom").include("^x")
+    hook.get_collection("custom").save_config = SaveConfig(save_steps=[1, 2])
+    hook.get_collection("custom").reduction_config = ReductionConfig(norms=["l2"], save_shape=True)
+    hook.get_collection("weights").add_tensor_name("fc.weight")
+    hook.get_collection("custom").save_histogram = False
+    for workers in (1, 4):
+        assert collections_json_bytes(hook.collections, workers) == hook.collections.to_doc(workers).to_json_bytes()
+    xgb_hook = Hook(out_dir=str(tmp_path / "b"), include_collections=["feature_importance", "trees"])
+    assert collections_json_bytes(xgb_hook.collections, 1) == xgb_hook.collections.to_doc(1).to_json_bytes()
+    hook.close()
+    xgb_hook.close()
+
+
+def test_a_replayed_round_notices_new_metrics_collection_changes_and_non_floats(tmp_path: Path) -> None:
+    hook = Hook(out_dir=str(tmp_path))
+    log: dict[str, Any] = {"train": {"logloss": [0.5]}}
+    for epoch in range(21):  # rounds 0, 10 and 20 saved: the plan is replayed at 10 and 20
+        hook.after_iteration(None, epoch, log)
+    log["validation"] = {"error": [0.25]}  # a metric appears: decided again, and saved
+    for epoch in range(21, 31):
+        hook.after_iteration(None, epoch, log)
+    hook.get_collection("metrics").save_config = SaveConfig(save_steps=[35])  # takes effect at once
+    log["train"]["logloss"] = [np.float32(0.125)]  # not a Python float: the general path
+    for epoch in range(31, 41):
+        hook.after_iteration(None, epoch, log)
+    hook.close()
+    events = _records(tmp_path)
+    steps = {key.split("/")[1]: {rec[0]: rec for rec in recs} for key, recs in events.items()}
+    assert sorted(int(s) for s in steps) == [0, 10, 20, 30, 35]
+    assert set(steps["000000000020"]) == {"train-logloss"}
+    assert set(steps["000000000030"]) == {"train-logloss", "validation-error"}
+    assert steps["000000000035"]["train-logloss"][1:4] == ("<f4", (1,), [0.125])
+
+
+def test_a_float_step_in_one_pass_is_the_step_writers_step(tmp_path: Path) -> None:
+    from murphy.core.modes import ModeKeys
+    from murphy.tensorio.writer import StepWriter, write_float_step
+
+    items = [("train-logloss", 0.5), ("validation-logloss", 0.25), ("validation_0-auc", 0.75)]
+    one, two = LocalObjectStore(tmp_path / "one"), LocalObjectStore(tmp_path / "two")
+    key, data = write_float_step(one, 20, "worker_0", ModeKeys.TRAIN, 7, items)
+    writer = StepWriter(two, 20, "worker_0", ModeKeys.TRAIN, 7, stream=True)
+    for name, value in items:
+        writer.add(name, np.array([value]))
+    writer.close()
+    assert key == writer.index_file_name and data == writer.index_bytes == two.get(key) == one.get(key)
+    assert _records(tmp_path / "one") == _records(tmp_path / "two")

@@ -1,0 +1,87 @@
+"""The shortcuts a saved XGBoost round takes write exactly the bytes of the general code:
+a Python float's record is np.array([value])'s, the index file is json.dumps of its object, and
+the local store makes a new step directory with one mkdir (and again after it is deleted)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from murphy.core.modes import ModeKeys
+from murphy.storage.local import LocalObjectStore
+from murphy.tensorio.events import decode_tensor_event, encode_tensor_event
+from murphy.tensorio.index import IndexEntry, ShapeEntry, StepIndex
+
+NAMES = ["train-logloss", "validation_0-auc", 'quo"te', "back\\slash", "ünï☃", "tab\tnl\n", "\U0001f600", ""]
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_a_float_record_is_the_float64_array_record(seed: int) -> None:
+    r = random.Random(seed)
+    value = r.choice([0.0, -0.0, 1.5, math.nan, math.inf, -math.inf, r.random() * 10.0 ** r.randrange(-300, 300)])
+    kw = {"step": r.choice([0, 1, 127, 128, 10**10]), "mode": r.choice(list(ModeKeys)),
+          "mode_step": r.randrange(10**6), "wall_time": r.random() * 1e9}
+    name = r.choice(NAMES) or "x"
+    fast = encode_tensor_event(name, value, **kw)  # type: ignore[arg-type]
+    assert fast == encode_tensor_event(name, np.array([value]), **kw)  # type: ignore[arg-type]
+    event = decode_tensor_event(fast)
+    assert event.value.dtype == np.float64 and event.value.shape == (1,)
+    assert event.value[0] == value or (math.isnan(value) and math.isnan(event.value[0]))
+
+
+def test_a_float_with_an_original_dtype_takes_the_general_path() -> None:
+    kw = {"step": 3, "mode": ModeKeys.TRAIN, "mode_step": 3, "wall_time": 1.0}
+    assert encode_tensor_event("w", 1.5, original_dtype="bfloat16", **kw) == encode_tensor_event(  # type: ignore[arg-type]
+        "w", np.array([1.5]), original_dtype="bfloat16", **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_index_file_is_json_dumps_of_its_object(seed: int) -> None:
+    r = random.Random(seed)
+    index = StepIndex(
+        r.choice(list(ModeKeys)), r.randrange(0, 10**12), r.choice(NAMES) + ".tfevents",
+        [IndexEntry(r.choice(NAMES), r.randrange(10**9), r.randrange(1, 10**6)) for _ in range(r.randrange(4))],
+        [ShapeEntry(r.choice(NAMES), r.choice(NAMES), tuple(r.randrange(100) for _ in range(r.randrange(4))))
+         for _ in range(r.randrange(3))],
+    )
+    data = index.to_json_bytes()
+    assert data == json.dumps(index.to_json_dict()).encode("utf-8")
+    assert StepIndex.from_json_bytes(data) == index
+
+
+def test_a_new_step_directory_is_one_mkdir_and_a_deleted_one_is_made_again(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path / "run")
+    store.put("events/000000000000/000000000000_worker_0.tfevents", b"a")
+    store.put("events/000000000010/000000000010_worker_0.tfevents", b"b")
+    store.put("index/000000000/000000000000_worker_0.json", b"{}")
+    assert store.get("events/000000000010/000000000010_worker_0.tfevents") == b"b"
+    # Directories the store knows, deleted behind its back: the put makes them again.
+    shutil.rmtree(tmp_path / "run")
+    store.put("index/000000000/000000000010_worker_0.json", b"{}")
+    store.put("events/000000000010/000000000010_worker_0.tfevents", b"c")
+    assert store.get("events/000000000010/000000000010_worker_0.tfevents") == b"c"
+    assert sorted(store.list("")) == ["events/000000000010/000000000010_worker_0.tfevents",
+                                      "index/000000000/000000000010_worker_0.json"]
+    assert not [n for n in os.listdir(tmp_path / "run" / "index" / "000000000") if n.endswith(".tmp")]
+
+
+def test_a_directory_that_exists_already_is_written_into(tmp_path: Path) -> None:
+    (tmp_path / "events" / "000000000005").mkdir(parents=True)
+    store = LocalObjectStore(tmp_path)
+    store.put("events/000000000005/000000000005_worker_0.tfevents", b"x")
+    assert store.get("events/000000000005/000000000005_worker_0.tfevents") == b"x"
+
+
+def test_a_file_where_the_directory_should_be_is_a_storage_error(tmp_path: Path) -> None:
+    from murphy.exceptions import StorageError
+
+    (tmp_path / "events").write_bytes(b"not a directory")
+    with pytest.raises(StorageError):
+        LocalObjectStore(tmp_path).put("events/000000000000/000000000000_worker_0.tfevents", b"x")
