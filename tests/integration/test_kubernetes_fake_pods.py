@@ -329,7 +329,10 @@ def test_native_sidecar_runs_beside_the_app_and_stops_after_it(fake_k8s: FakeClu
             "signal.signal(signal.SIGTERM, lambda *a: (print('final upload', flush=True), sys.exit(0)))\n"
             "print('syncing', flush=True)\nwhile True: time.sleep(0.1)")
     sidecar = {"name": "murphy-sync", "image": PY, "restartPolicy": "Always", "command": ["python", "-c", sync]}
-    c.create(job("sidecar", "print('training')", pod={"initContainers": [sidecar], "terminationGracePeriodSeconds": 5}))
+    # The app outlives the sidecar's start-up: a sidecar counts as started once its process runs
+    # (no startupProbe), so an app that ends at once could stop it before its handler is set.
+    app = "import time; time.sleep(3); print('training')"
+    c.create(job("sidecar", app, pod={"initContainers": [sidecar], "terminationGracePeriodSeconds": 5}))
     done = wait_job(fake_k8s, c, "sidecar", "Complete")
     assert done.status.succeeded == 1
     p = pods_of(c, "sidecar")[0]
