@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from _bench_cnn import Net, hook_api
+
 BATCH = 32
 WARMUP = 10
 
@@ -38,38 +40,6 @@ ROWS: dict[str, tuple[int, list[str], dict[str, Any], bool]] = {
     # same bytes here (the driver prints the MB each wrote and flags a difference).
     "everything/1": (1, ["losses", "weights", "biases", "gradients"], {"save_raw_tensor": True}, True),
 }
-
-
-class Net(nn.Module):
-    """MNIST-sized CNN: 2 conv blocks + 2 linear layers (~30k parameters)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 8, 3)
-        self.relu1 = nn.ReLU()
-        self.pool1 = nn.MaxPool2d(2)
-        self.conv2 = nn.Conv2d(8, 16, 3)
-        self.relu2 = nn.ReLU()
-        self.pool2 = nn.MaxPool2d(2)
-        self.fc1 = nn.Linear(16 * 5 * 5, 64)
-        self.relu3 = nn.ReLU()
-        self.fc2 = nn.Linear(64, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.pool1(self.relu1(self.conv1(x)))
-        x = self.pool2(self.relu2(self.conv2(x)))
-        return self.fc2(self.relu3(self.fc1(torch.flatten(x, 1))))
-
-
-def _api(impl: str) -> tuple[Any, Any, Any, Any]:
-    if impl == "smdebug":
-        import smdebug.pytorch as smd
-
-        return smd.Hook, smd.SaveConfig, smd.ReductionConfig, smd.modes
-    from murphy.core import ModeKeys, ReductionConfig, SaveConfig
-    from murphy.hook.torch import Hook
-
-    return Hook, SaveConfig, ReductionConfig, ModeKeys
 
 
 class CallbackTimer:
@@ -119,7 +89,7 @@ class Job:
         self.hook: Any = None
         self.out_dir: str | None = None
         if impl is not None and row is not None:
-            Hook, SaveConfig, ReductionConfig, modes = _api(impl)
+            Hook, SaveConfig, ReductionConfig, modes = hook_api(impl)
             interval, colls, red, save_all = ROWS[row]
             self.out_dir = tempfile.mkdtemp(prefix=f"bench-{impl}-")
             self.hook = Hook(out_dir=self.out_dir + "/run", save_config=SaveConfig(save_interval=interval),

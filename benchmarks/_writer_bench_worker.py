@@ -46,6 +46,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from _bench_cnn import Net, hook_api
+
 BATCH = 16
 COLLECTIONS = {
     "wg": ["weights", "biases", "gradients"],
@@ -54,38 +56,6 @@ COLLECTIONS = {
 # Layer outputs are selected by name (smdebug 1.0.34's "outputs" collection saves nothing on
 # torch 2.x, its include_regex does; both libraries then write the same tensors and bytes).
 OUTPUT_REGEX = {"wg": None, "wgo": [r"_output_\d+$"]}
-
-
-class Net(nn.Module):
-    """2 conv blocks + 2 linear layers, ~316k parameters (1.26 MB of float32 weights)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3)
-        self.relu1 = nn.ReLU()
-        self.pool1 = nn.MaxPool2d(2)
-        self.conv2 = nn.Conv2d(16, 32, 3)
-        self.relu2 = nn.ReLU()
-        self.pool2 = nn.MaxPool2d(2)
-        self.fc1 = nn.Linear(32 * 5 * 5, 384)
-        self.relu3 = nn.ReLU()
-        self.fc2 = nn.Linear(384, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.pool1(self.relu1(self.conv1(x)))
-        x = self.pool2(self.relu2(self.conv2(x)))
-        return self.fc2(self.relu3(self.fc1(torch.flatten(x, 1))))
-
-
-def _hook_api(impl: str) -> tuple[Any, Any, Any, Any]:
-    if impl == "smdebug":
-        import smdebug.pytorch as smd
-
-        return smd.Hook, smd.SaveConfig, smd.ReductionConfig, smd.modes
-    from murphy.core import ModeKeys, ReductionConfig, SaveConfig
-    from murphy.hook.torch import Hook
-
-    return Hook, SaveConfig, ReductionConfig, ModeKeys
 
 
 def _walk_size(root: str) -> int:
@@ -104,7 +74,7 @@ class Job:
         gen = torch.Generator().manual_seed(1)
         self.data = [(torch.randn(BATCH, 1, 28, 28, generator=gen), torch.randint(0, 10, (BATCH,), generator=gen))
                      for _ in range(8)]
-        self.model, self.loss_fn = Net(), nn.CrossEntropyLoss()
+        self.model, self.loss_fn = Net(c1=16, c2=32, hidden=384), nn.CrossEntropyLoss()
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
         self.i = 0
         self.hook: Any = None
@@ -113,7 +83,7 @@ class Job:
         self.raw = raw_files.get(self.tensors or "") if self.impl == "raw" else None
         self.raw_cpu = 0.0
         if self.impl in ("murphy", "murphyT", "smdebug"):
-            Hook, SaveConfig, ReductionConfig, modes = _hook_api(self.impl)
+            Hook, SaveConfig, ReductionConfig, modes = hook_api(self.impl)
             # murphyT: murphy with every snapshot copied on the training thread (no deferred copies).
             if self.impl == "murphyT":
                 os.environ["MURPHY_HOOK_DEFERRED_COPY"] = "0"
