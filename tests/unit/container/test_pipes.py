@@ -225,12 +225,10 @@ def test_the_toolkit_feeds_a_pipe_channel_beside_a_file_channel(tmp_path: Path, 
     assert "channel train: Pipe input mode, 2 object(s)" in log and "channel train: 2 epoch(s) streamed" in log
 
 
-def test_a_feeder_error_fails_the_job_with_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MURPHY_STAGE_FILE", str(tmp_path / "stage.json"))
-    root = bucket(tmp_path, {"1": b"ab", "2": b"cd"})
-    # The program reads forever; it is stopped when the object listed at start cannot be read.
-    forever = "import os, sys, time\nf = open(os.path.join(sys.argv[1], 'train_0'), 'rb')\nf.read()\ntime.sleep(60)\n"
-    opt_ml, _ = toolkit_job(tmp_path, [{"name": "train", "uri": root.as_uri(), "input_mode": "Pipe"}], forever)
+def _toolkit_that_loses_an_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root: Path,
+                                  program: str) -> tuple[OptMl, Toolkit]:
+    """A Pipe-mode job over ``root`` whose object ``2`` goes away after the channel was listed."""
+    opt_ml, _ = toolkit_job(tmp_path, [{"name": "train", "uri": root.as_uri(), "input_mode": "Pipe"}], program)
     toolkit = Toolkit(opt_ml)
     real = toolkit.download
 
@@ -239,6 +237,15 @@ def test_a_feeder_error_fails_the_job_with_its_reason(tmp_path: Path, monkeypatc
         (root / "2").unlink()
 
     monkeypatch.setattr(toolkit, "download", download_then_lose_an_object)
+    return opt_ml, toolkit
+
+
+def test_a_feeder_error_fails_the_job_with_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MURPHY_STAGE_FILE", str(tmp_path / "stage.json"))
+    root = bucket(tmp_path, {"1": b"ab", "2": b"cd"})
+    # The program reads forever; it is stopped when the object listed at start cannot be read.
+    forever = "import os, sys, time\nf = open(os.path.join(sys.argv[1], 'train_0'), 'rb')\nf.read()\ntime.sleep(60)\n"
+    opt_ml, toolkit = _toolkit_that_loses_an_object(tmp_path, monkeypatch, root, forever)
     t0 = time.monotonic()
     assert toolkit.run() != 0
     assert time.monotonic() - t0 < 30
@@ -282,15 +289,7 @@ def test_a_feeder_error_fails_the_job_even_if_the_program_ends_well(tmp_path: Pa
     monkeypatch.setenv("MURPHY_STAGE_FILE", str(tmp_path / "stage.json"))
     root = bucket(tmp_path, {"1": b"ab", "2": b"cd"})
     quick = "import os, sys\nopen(os.path.join(sys.argv[1], 'train_0'), 'rb').read()\n"
-    opt_ml, _ = toolkit_job(tmp_path, [{"name": "train", "uri": root.as_uri(), "input_mode": "Pipe"}], quick)
-    toolkit = Toolkit(opt_ml)
-    real = toolkit.download
-
-    def download_then_lose_an_object() -> None:
-        real()
-        (root / "2").unlink()
-
-    monkeypatch.setattr(toolkit, "download", download_then_lose_an_object)
+    opt_ml, toolkit = _toolkit_that_loses_an_object(tmp_path, monkeypatch, root, quick)
     assert toolkit.run() != 0  # 143 when the SIGTERM reaches the program first, else 1
     assert "cannot stream" in Path(opt_ml.failure_file).read_text()
 
