@@ -52,6 +52,20 @@ with open(os.path.join(os.environ["SM_MODEL_DIR"], "probe.json"), "w") as f:
 '''
 
 
+# What PROBE reports in a job's container on every runtime: murphy's temporary key for this
+# container (not the service's), its own input, AccessDenied everywhere else.
+PROBE_EXPECTED = {
+    "key_kind": "ASIA",
+    "service_secret_seen": False,
+    "own_input": "1,2,3",
+    "other_tensors": "AccessDenied",
+    "list_other": "AccessDenied",
+    "list_bucket": "AccessDenied",
+    "write_other_output": "AccessDenied",
+    "write_input": "AccessDenied",
+    "write_own_tensors": "allowed",
+}
+
 LOCAL_PROBE = r'''
 import json, os, sys
 
@@ -130,17 +144,7 @@ def test_a_training_container_gets_access_denied_outside_its_own_locations(
         member = tar.extractfile("probe.json")
         assert member is not None
         probe = json.loads(member.read())
-    assert probe == {
-        "key_kind": "ASIA",  # murphy's temporary key for this container, not the service's
-        "service_secret_seen": False,
-        "own_input": "1,2,3",
-        "other_tensors": "AccessDenied",
-        "list_other": "AccessDenied",
-        "list_bucket": "AccessDenied",
-        "write_other_output": "AccessDenied",
-        "write_input": "AccessDenied",
-        "write_own_tensors": "allowed",
-    }
+    assert probe == PROBE_EXPECTED
     assert not open_store(f"s3://{bucket}/output/victim/output").exists("model.tar.gz")
     # The job ended: its container's key was revoked (the job store holds no key of it).
     from murphy.auth.keys import KeyRing
