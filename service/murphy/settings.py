@@ -100,9 +100,11 @@ class Settings(BaseSettings):
     #: The most training hosts (``ResourceConfig.InstanceCount``) one job may ask of each runtime:
     #: every host is a container (a process tree) on this machine, so a laptop must not start 64.
     #: ``MURPHY_MAX_INSTANCES_PROCESS`` / ``_DOCKER`` / ``_FAKE``; a request above is a ValidationException.
+    #: On Kubernetes the hosts are pods the cluster schedules: ``_KUBERNETES`` is a per-job quota.
     max_instances_process: int = Field(default=4, ge=1)
     max_instances_docker: int = Field(default=8, ge=1)
     max_instances_fake: int = Field(default=8, ge=1)
+    max_instances_kubernetes: int = Field(default=64, ge=1)
     #: A JSON file extending/overriding the built-in image catalog.
     image_catalog: Path | None = None
 
@@ -165,7 +167,8 @@ class Settings(BaseSettings):
     def max_instances(self, runtime: str | None = None) -> int:
         """The host cap of ``runtime`` (default: the configured one)."""
         return {"process": self.max_instances_process, "docker": self.max_instances_docker,
-                "fake": self.max_instances_fake}.get(runtime or self.runtime, self.max_instances_process)
+                "fake": self.max_instances_fake, "kubernetes": self.max_instances_kubernetes,
+                }.get(runtime or self.runtime, self.max_instances_process)
 
     @property
     def resolved_database_url(self) -> str:

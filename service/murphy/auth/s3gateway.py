@@ -228,7 +228,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._send_error_xml(411, "MissingContentLength", "You must provide the Content-Length HTTP header.")
             return None
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.close_connection = True
+            self._send_error_xml(400, "InvalidArgument", "Invalid Content-Length")
+            return None
         if length < 0 or length > _MAX_BODY:
             self.close_connection = True
             self._send_error_xml(400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size")

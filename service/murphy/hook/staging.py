@@ -44,7 +44,7 @@ class StagingPool:
                 self._free_bytes -= nbytes
                 self.reused += 1
                 return free.pop()
-        self.allocated += 1
+            self.allocated += 1  # under the lock: the training and copier threads both take
         return alloc()
 
     def give(self, key: Hashable, nbytes: int, buf: Any) -> None:

@@ -356,10 +356,11 @@ class KerasHook(keras.callbacks.Callback, BaseHook):  # type: ignore[misc]
         reduction read it again: a saving step of a small model spent milliseconds there.
         """
         out: list[Any] = list(values)
-        at = [i for i, v in enumerate(values) if _tf_variable(v) is not None]
-        if not at:
+        pairs = [(i, tv) for i, v in enumerate(values) if (tv := _tf_variable(v)) is not None]
+        if not pairs:
             return out
-        variables = [_tf_variable(values[i]) for i in at]
+        at = [i for i, _ in pairs]
+        variables = [tv for _, tv in pairs]
         key = tuple(id(v) for v in variables)
         reader = self._readers.get(key)
         if reader is None:

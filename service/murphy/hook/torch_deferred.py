@@ -31,7 +31,6 @@ import collections
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
@@ -52,7 +51,7 @@ class DeferredSnap:
     """A snapshot whose copy may still be pending: ``tensor`` is set once it is copied, and
     ``valid`` is cleared when its source changed before the fence (then it is not written)."""
 
-    __slots__ = ("aliases", "name", "nbytes", "original_dtype", "pool_key", "src", "tensor", "valid", "version")
+    __slots__ = ("aliases", "name", "nbytes", "pool_key", "src", "tensor", "valid", "version")
 
     def __init__(self, name: str, src: torch.Tensor | None, version: int, nbytes: int) -> None:
         self.name = name
@@ -63,7 +62,6 @@ class DeferredSnap:
         self.nbytes = nbytes
         self.tensor: torch.Tensor | None = None
         self.pool_key: tuple[tuple[int, ...], torch.dtype] | None = None
-        self.original_dtype: str | None = None
         self.valid = True
 
 
@@ -250,8 +248,3 @@ class DeferredCopies:
                 with cond:
                     self._busy = False
                     cond.notify_all()
-
-
-def snap_array(snap: Any) -> Any:
-    """The copied tensor of a valid :class:`DeferredSnap` (None when it must not be written)."""
-    return snap.tensor if snap.valid else None

@@ -305,6 +305,8 @@ class DockerRuntime:
                 "pending" if state == "created" else "exited" if state in ("exited", "dead", "removing") else "running")
             handle = self._handle_of(cname, role, labels.get(f"{spec.LABEL_PREFIX}instance-type", "ml.m5.xlarge"),
                                      self.root_dir / cname, spec.container_name(self.rid, cname), c["Id"])
+            # The container's own S3 key, so that removing an orphan revokes it (as a re-attach does).
+            handle.data["s3_access_key_id"] = labels.get(_KEY_LABEL)
             out.append(FoundContainer(handle, labels.get(f"{spec.LABEL_PREFIX}job", ""), cname, role, phase))
         return out
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from murphy.exceptions import ObjectNotFound, StorageError
-from murphy.storage.base import ObjectStore, join_key
+from murphy.storage.base import Buffer, ObjectStore, join_key
 
 _TMP_SUFFIX = ".tmp"
 # O_EXCL: a temp name is never shared; a stale one (a crashed process with the same pid) fails
@@ -33,7 +33,6 @@ _pid = os.getpid()
 # A store forgets the directories it knows about past this many (one per saved step: events/<step>/).
 _KNOWN_DIRS_MAX = 4096
 
-Buffer = bytes | bytearray | memoryview
 
 
 def _reset_pid() -> None:

@@ -126,9 +126,7 @@ def value_at(trial: Any, name: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL,
     """The raw value of ``name`` at ``step`` (of ``worker``; default: the first that saved
     it), or None when only reductions (or nothing) exist."""
     try:
-        if worker is not None:
-            return np.asarray(trial.tensor(name).value(step, mode=mode, worker=worker))
-        return np.asarray(trial.tensor(name).value(step, mode=mode))
+        return np.asarray(trial.tensor(name).value(step, mode=mode, worker=worker))
     except (TensorUnavailableForStep, TensorUnavailable):
         return None
 
@@ -160,9 +158,7 @@ def values_in_layer_order(trial: Any, names: Iterable[str], step: int) -> Iterat
 def abs_mean_at(trial: Any, name: str, step: int, worker: str | None = None) -> float | None:
     """``mean(|x|)`` from the stored ``abs_mean`` reduction or the raw value; None if neither."""
     try:
-        if worker is not None:
-            return scalar(trial.tensor(name).reduction_value(step, "mean", abs=True, worker=worker))
-        return scalar(trial.tensor(name).reduction_value(step, "mean", abs=True))
+        return scalar(trial.tensor(name).reduction_value(step, "mean", abs=True, worker=worker))
     except (TensorUnavailableForStep, TensorUnavailable):
         return None
 
