@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import IO, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from murphy.auth import sigv4
 from murphy.auth.keys import KeyRing
@@ -277,9 +277,12 @@ class _Handler(BaseHTTPRequestHandler):
             payload = req.header("x-amz-content-sha256") or sha
             region = gw.upstream_region or _region(req.header("authorization")) or "us-east-1"
             flat = {k: ",".join(v) for k, v in headers.items()}
-            up_headers = gw.sign_upstream(self.command, raw_path, raw_query, flat, payload, region)
+            # A presigned request's own signature stays here: upstream gets the service's header
+            # signature only (S3 refuses a request that carries two).
+            up_query = _without_query_auth(raw_query)
+            up_headers = gw.sign_upstream(self.command, raw_path, up_query, flat, payload, region)
             up_headers["content-length"] = str(length)
-            self._forward(gw, raw_path, raw_query, up_headers, spool if spool is not None else body)
+            self._forward(gw, raw_path, up_query, up_headers, spool if spool is not None else body)
         finally:
             if spool is not None:
                 spool.close()
@@ -338,3 +341,15 @@ def _region(authorization: str | None) -> str | None:
         return None
     parts = authorization.split("Credential=", 1)[1].split(",", 1)[0].split("/")
     return parts[2] if len(parts) == 5 else None
+
+
+#: The query parameters of a presigned (query-string) SigV4 request.
+_QUERY_AUTH = frozenset({"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
+                         "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"})
+
+
+def _without_query_auth(raw_query: str) -> str:
+    """``raw_query`` without a presigned request's authentication parameters, the rest as sent."""
+    if "X-Amz-" not in raw_query:
+        return raw_query
+    return "&".join(p for p in raw_query.split("&") if unquote(p.partition("=")[0]) not in _QUERY_AUTH)

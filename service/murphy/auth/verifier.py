@@ -150,7 +150,10 @@ class Verifier:
                 "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
                 f"'{claim.scope_date}' != '{claim.timestamp[:8]}', from '{claim.timestamp}'.")
         self._check_time(claim, now)
-        payload = sigv4.payload_hash(req.header("x-amz-content-sha256"), req.body, unsigned_allowed=req.secure or s3,
+        declared = req.header("x-amz-content-sha256")
+        if declared is None and s3 and claim.expires_s is not None:
+            declared = sigv4.UNSIGNED_PAYLOAD  # an S3 presigned URL signs no payload hash
+        payload = sigv4.payload_hash(declared, req.body, unsigned_allowed=req.secure or s3,
                                      body_sha256=req.body_sha256)
         canonical = sigv4.canonical_request(req.method, req.raw_path, req.raw_query, req.headers, claim, payload, s3=s3)
         expected = sigv4.signature(self._signing_key(key, claim), sigv4.string_to_sign(claim, canonical))
