@@ -55,7 +55,9 @@ def _training(bucket: str, job: str) -> TrainingPlan:
 def _client(env: dict[str, str], endpoint: str, region: str) -> Any:
     return boto3.client("s3", endpoint_url=endpoint, region_name=region, aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
                         aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], aws_session_token=env["AWS_SESSION_TOKEN"],
-                        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                        # s3v4: presigned URLs too (botocore presigns SigV2 on some endpoints otherwise)
+                        config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}))
 
 
 def _code(call: Any) -> tuple[int, str]:
@@ -124,11 +126,7 @@ def test_a_sigv4_presigned_url_works_within_the_job_s_grants(gw: S3Gateway, s3_s
 
     endpoint = gw.listen_tcp()
     creds = gw.issue(_training(bucket, "a"), endpoint)
-    c = boto3.client("s3", endpoint_url=endpoint, region_name=s3_server.region,
-                     aws_access_key_id=creds.env["AWS_ACCESS_KEY_ID"],
-                     aws_secret_access_key=creds.env["AWS_SECRET_ACCESS_KEY"],
-                     aws_session_token=creds.env["AWS_SESSION_TOKEN"],
-                     config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+    c = _client(creds.env, endpoint, s3_server.region)
     s3_server.client().put_object(Bucket=bucket, Key="data/a/train/x.csv", Body=b"1,2")  # its input
     own = c.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "data/a/train/x.csv"})
     # Verified (UNSIGNED-PAYLOAD, as S3 signs presigned URLs), then forwarded with the service's
