@@ -92,9 +92,11 @@ def pipe_round(channel: dict[str, str], work: str) -> dict[str, float]:
     total = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
+    # Before stop() cleans up: a feeder that spooled the channel anywhere under the job's
+    # directory would show here (a FIFO is no file and holds nothing).
+    staged = sum(p.stat().st_size for p in Path(work).rglob("*") if p.is_file())
     feeder.stop()
     assert not errors, errors
-    staged = sum(p.stat().st_size for p in Path(data).rglob("*") if p.is_file())
     return {"first": first[0], "total": total, "peak": peak, "staged": staged, "size": size, "crc": crc}
 
 
