@@ -202,6 +202,16 @@ live_pid() {
     echo "$pid"
 }
 
+# True when the pid file's process lives (not a zombie) but is not yet the program: `cmd &`
+# records the PID of a forked shell before it execs `cmd`, and until then /proc shows this
+# script's command line. A start-up check must wait for it, not report it dead.
+pid_starting() {
+    local pid
+    [[ -s $1 ]] && read -r pid <"$1" && [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/stat ]] || return 1
+    # The state is the field after the parenthesised command name (which may hold spaces).
+    [[ $(sed 's/^.*) \([A-Z]\).*$/\1/' /proc/"$pid"/stat 2>/dev/null) != Z ]]
+}
+
 # SIGTERM (or $3), up to 30 s, then SIGKILL.
 stop_pid() {
     local pid=$1 what=$2 sig=${3:-TERM} i

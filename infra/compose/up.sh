@@ -132,6 +132,7 @@ start_murphy() {
 
 alive_or_die() {
     live_pid "$STATE/$1" "$2" >/dev/null && return 0
+    pid_starting "$STATE/$1" && return 1
     tail -n 30 "$STATE/logs/$3.log" >&2 2>/dev/null || true
     die "$3 exited during start-up (log above: $STATE/logs/$3.log)"
 }
