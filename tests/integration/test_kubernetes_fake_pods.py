@@ -123,8 +123,6 @@ def test_foreground_delete_sigterm_then_sigkill(fake_k8s: FakeCluster) -> None:
     rv = str(fake_k8s.store.resource_version)  # watch from here: the polite pod may be gone before the watch starts
     for name in ("polite", "stubborn"):
         c.delete(Job, name, cascade=CascadeType.FOREGROUND)
-        j = c.get(Job, name)
-        assert j.metadata.deletionTimestamp and "foregroundDeletion" in j.metadata.finalizers
     started = time.monotonic()
     deleted = 0
     for kind, p in c.watch(Pod, labels={"batch.kubernetes.io/job-name": ("polite", "stubborn")}, resource_version=rv):
@@ -138,8 +136,19 @@ def test_foreground_delete_sigterm_then_sigkill(fake_k8s: FakeCluster) -> None:
     stubborn_term = finals["stubborn"].status.containerStatuses[0].state.terminated
     assert (polite_term.exitCode, polite_term.reason) == (0, "Completed")
     assert (stubborn_term.exitCode, stubborn_term.reason) == (137, "Error")
+    # Each Job was held (deleting, with foregroundDeletion) until its pod went: read from a watch
+    # from before the deletes, since the polite Job can be gone before a GET right after its delete.
+    held, gone = set(), set()
+    for kind, j in c.watch(Job, resource_version=rv):
+        if kind == "MODIFIED" and j.metadata.deletionTimestamp and "foregroundDeletion" in (j.metadata.finalizers or []):
+            held.add(j.metadata.name)
+        elif kind == "DELETED":
+            assert j.metadata.name in held
+            gone.add(j.metadata.name)
+            if len(gone) == 2:
+                break
     for name in ("polite", "stubborn"):
-        fake_k8s.wait_for(lambda n=name: not fake_k8s.store.find("jobs", "default", n), what=f"Job {name} gone")
+        assert not fake_k8s.store.find("jobs", "default", name)
         assert not fake_k8s.store.find("pods", "default", pods[name])
     killing = [e for e in fake_k8s.store.iter_all("events") if e["reason"] == "Killing"]
     assert {e["involvedObject"]["name"] for e in killing} == set(pods.values())
@@ -249,18 +258,23 @@ def test_anchor_config_map_owns_everything_and_foreground_delete_cascades(fake_k
            "blockOwnerDeletion": True, "controller": False}
     c.create(from_dict({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mt-x-s3", "ownerReferences": [ref]},
                         "stringData": {"K": "V"}}))
+    # The pods ignore SIGTERM, so they outlive the delete by their grace period and the Jobs stay
+    # visibly "deleting" meanwhile (pods that exit at once let a loaded machine's polling miss it).
+    ignore_term = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
     for name in ("mt-x", "mr-x"):
-        j = job(name, "import time; print('up', flush=True); time.sleep(60)", pod={"terminationGracePeriodSeconds": 2})
+        j = job(name, ignore_term, pod={"terminationGracePeriodSeconds": 3})
         doc = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "ownerReferences": [ref]},
                "spec": j.spec.to_dict()}
         c.create(from_dict(doc))
-    fake_k8s.wait_for(lambda: len([p for p in c.list(Pod) if p.status and p.status.phase == "Running"]) == 2,
-                      what="both pods running")
+    # "up" in the log, not phase Running: a pod is Running before its Python has set the handler.
+    fake_k8s.wait_for(lambda: [list(c.log(p.metadata.name)) for p in c.list(Pod)] == [["up\n"]] * 2,
+                      what="both pods up, ignoring SIGTERM")
     c.delete(type(anchor), "mt-x-cfg", cascade=CascadeType.FOREGROUND)
     cm = c.get(type(anchor), "mt-x-cfg")
     assert cm.metadata.deletionTimestamp and cm.metadata.finalizers == ["foregroundDeletion"]
     jobs = fake_k8s.wait_for(lambda: [j for j in c.list(Job) if j.metadata.deletionTimestamp] or None, what="Jobs deleting")
     assert all("foregroundDeletion" in j.metadata.finalizers for j in jobs)
+    assert c.get(type(anchor), "mt-x-cfg").metadata.deletionTimestamp  # held while its Jobs are
     fake_k8s.wait_for(lambda: not fake_k8s.store.find("configmaps", "default", "mt-x-cfg"), timeout=30,
                       what="the anchor gone once everything it owns is gone")
     assert not list(c.list(Job)) and not list(c.list(Pod))

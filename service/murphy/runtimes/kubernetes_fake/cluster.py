@@ -115,6 +115,15 @@ class FakeCluster:
         self._controllers.join(timeout=10)
         self._http.stop()
 
+    def _log_tail(self, lines: int = 20) -> str:
+        # A controller's error is logged, not raised: a test that times out shows why.
+        try:
+            with open(self._log_path, encoding="utf-8") as f:
+                tail = f.readlines()[-lines:]
+        except OSError:
+            return ""
+        return "; the fake's log ends:\n" + "".join(tail) if tail else ""
+
     def write_kubeconfig(self, path: str, namespace: str = "default") -> str:
         doc = {"apiVersion": "v1", "kind": "Config", "current-context": "murphy-fake",
                "clusters": [{"name": "murphy-fake", "cluster": {"server": self.url}}],
@@ -133,5 +142,5 @@ class FakeCluster:
             if value:
                 return value
             if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+                raise TimeoutError(f"timed out after {timeout} s waiting for {what}{self._log_tail()}")
             time.sleep(0.05)
