@@ -1,9 +1,13 @@
 """One side of benchmarks/hook_overhead_xgb.py, run in murphy's venv or the smdebug+xgboost venv.
 
-usage: _xgb_bench_worker.py murphy|smdebug OUT_DIR PLAN_JSON
+usage: _xgb_bench_worker.py murphy|smdebug|raw OUT_DIR PLAN_JSON
 PLAN_JSON: a list of {"config": "defaults"|"all10", "rows": N, "rounds": R} rows. ``defaults`` is
 ``Hook(out_dir)`` (metrics every 10 rounds); ``all10`` is every collection every 10 rounds, with
-hyperparameters, validation data and a 500-row SHAP sample.
+hyperparameters, validation data and a 500-row SHAP sample. ``raw`` (defaults rows only) is the
+format's file-system floor: at the rounds murphy saves, the one new directory and the two files
+(events, index) of smdebug's layout, with the bytes murphy's hook wrote for such a round (captured
+once, before timing), one ``write`` each: no encoding, no temporary name and rename, no collections
+file, manifest or end marker.
 
 The worker builds every row's data, warms up, prints {"ready": ...} and then waits on stdin: each
 ``run I`` line trains, for every row, one plain and one hooked ``xgboost.train`` (plain first when
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import shutil
 import sys
 import time
@@ -47,10 +52,48 @@ def _hook_class(impl: str) -> tuple[Any, Any]:
     return Hook, SaveConfig
 
 
+def _capture(out: Path, dtrain: Any, dval: Any, rounds: int) -> list[tuple[str, bytes]]:
+    """The events and index files murphy's default hook writes at round 10 (the raw floor's bytes)."""
+    import xgboost as xgb
+
+    from murphy.hook.xgboost import Hook
+
+    d = out / "raw-capture"
+    shutil.rmtree(d, ignore_errors=True)
+    xgb.train(PARAMS, dtrain, min(rounds, 11), evals=[(dtrain, "train"), (dval, "validation")],
+              callbacks=[Hook(out_dir=str(d))], verbose_eval=False)
+    files = []
+    for rel in ("events/{s:012d}/{s:012d}_worker_0.tfevents", "index/000000000/{s:012d}_worker_0.json"):
+        files.append((rel, (d / rel.format(s=10)).read_bytes()))
+    shutil.rmtree(d, ignore_errors=True)
+    return files
+
+
 def main() -> None:
     impl, out, plan = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
-    hook_cls, save_config = _hook_class(impl)
+    hook_cls, save_config = _hook_class("murphy" if impl == "raw" else impl)
     import xgboost as xgb
+
+    class RawFloor(xgb.callback.TrainingCallback):
+        """The format's file-system calls at murphy's saved rounds, and nothing else."""
+
+        def __init__(self, out_dir: str, files: list[tuple[str, bytes]], interval: int = 10) -> None:
+            super().__init__()
+            self.out, self.files, self.interval, self.made = out_dir, files, interval, False
+
+        def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+            if epoch % self.interval:
+                return False
+            if not self.made:
+                os.makedirs(f"{self.out}/index/000000000")
+                os.makedirs(f"{self.out}/events")
+                self.made = True
+            os.mkdir(f"{self.out}/events/{epoch:012d}")
+            for rel, data in self.files:
+                fd = os.open(f"{self.out}/{rel.format(s=epoch)}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.write(fd, data)
+                os.close(fd)
+            return False
 
     class Timed(xgb.callback.TrainingCallback):
         """The hook, built inside the timed run, with the training thread's CPU time in it counted."""
@@ -86,11 +129,15 @@ def main() -> None:
         # SHAP (pred_contribs) costs O(rows x trees x leaves x depth^2) in xgboost itself, the same
         # for both hooks: computed on 500 rows, as a user passes a sample as train_data.
         dshap = xgb.DMatrix(x[:500], label=y[:500])
-        rows.append({**spec, "key": f"{spec['config']}@{n}", "dtrain": dtrain, "dval": dval, "dshap": dshap})
+        raw = _capture(out, dtrain, dval, int(spec["rounds"])) if impl == "raw" else []
+        rows.append({**spec, "key": f"{spec['config']}@{n}", "dtrain": dtrain, "dval": dval, "dshap": dshap,
+                     "raw": raw})
 
     def make(row: dict[str, Any], i: int) -> Any:
         d = out / f"{impl}-{row['key']}-{i}"
         shutil.rmtree(d, ignore_errors=True)
+        if impl == "raw":
+            return lambda: RawFloor(str(d), row["raw"])
         if row["config"] == "defaults":
             return lambda: hook_cls(out_dir=str(d))
         return lambda: hook_cls(out_dir=str(d), include_collections=ALL, save_config=save_config(save_interval=10),

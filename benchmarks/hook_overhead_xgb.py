@@ -29,11 +29,18 @@ every hooked run has a plain twin next to it. Per round (median over rounds, 90 
   load drifts that whole runs cannot (as benchmarks/hook_overhead.py's "steps"); the verdicts
   read this estimate.
 
+A third worker, ``raw floor``, runs the defaults rows with a callback that makes only the format's
+file-system calls at the rounds murphy saves (one directory and two files per saved round, the
+bytes murphy wrote, no encoding or rename: _xgb_bench_worker.py): the share of a round that any
+hook writing smdebug's layout pays on this disk. The header prints what a ``mkdir`` and a file
+creation cost in the directory used (``--dir``), since ext4's cost for them varies several-fold
+with the disk's activity.
+
 Each is the median over rounds with a 90 % bootstrap interval. Targets: <= 3 % at the defaults,
 murphy below smdebug in every row.
 
 usage: python benchmarks/hook_overhead_xgb.py [--rounds 12] [--boost-rounds 100]
-           [--plan defaults@5000,defaults@20000,all10@5000] [--json out.json]
+           [--plan defaults@5000,defaults@20000,all10@5000] [--json out.json] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -51,11 +58,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 
-from _common import load_average, machine, median_ci, table, venv_python
+from _common import fs_cost, load_average, machine, median_ci, table, venv_python
 
 WORKER = str(Path(__file__).resolve().parent / "_xgb_bench_worker.py")
 DEFAULTS_TARGET = 3.0
-IMPLS = ("murphy", "smdebug")
+IMPLS = ("murphy", "smdebug", "raw")
 
 
 class Worker:
@@ -118,7 +125,7 @@ def parse_plan(text: str, boost_rounds: int) -> list[dict[str, Any]]:
     return plan
 
 
-def verdicts(key: str, m: dict[str, Any], s: dict[str, Any]) -> str:
+def verdicts(key: str, m: dict[str, Any], s: dict[str, Any], floor: dict[str, Any] | None = None) -> str:
     """The verdict reads the rounds estimate (CPU, every thread); the others are printed beside it."""
     below = m["sbs_cpu"][0] < s["sbs_cpu"][0] and m["in_hook"][0] < s["in_hook"][0]
     text = (f"{key}: rounds cpu murphy {fmt(m['sbs_cpu'])} vs smdebug {fmt(s['sbs_cpu'])}; runs cpu murphy "
@@ -129,6 +136,10 @@ def verdicts(key: str, m: dict[str, Any], s: dict[str, Any]) -> str:
         met = est[0] <= DEFAULTS_TARGET
         ci = "interval within it" if est[2] <= DEFAULTS_TARGET else f"interval up to {est[2]:+.1f} %"
         text += f"; target <= {DEFAULTS_TARGET:g} % (rounds cpu median): {'met' if met else 'MISSED'} ({ci})"
+        if floor is not None:
+            f = floor["sbs_cpu"]
+            text += (f"; the format's file-system floor (raw) {fmt(f)}: murphy is {est[0] - f[0]:+.1f} points "
+                     f"above it, and the target leaves {DEFAULTS_TARGET - f[0]:+.1f} points above the floor")
     return text
 
 
@@ -138,36 +149,44 @@ def main() -> None:
     ap.add_argument("--boost-rounds", type=int, default=100, help="xgboost boosting rounds per run")
     ap.add_argument("--plan", default="defaults@5000,defaults@20000,all10@5000")
     ap.add_argument("--json", type=Path, help="also write the raw per-run figures here")
+    ap.add_argument("--dir", default=None, help="where the hooks write (default: the system temp dir); "
+                    "the header prints what its file-system calls cost")
     args = ap.parse_args()
     plan = parse_plan(args.plan, args.boost_rounds)
-    pythons = {"murphy": sys.executable, "smdebug": venv_python("smdebug_xgboost_venv.sh")}
+    pythons = {"murphy": sys.executable, "smdebug": venv_python("smdebug_xgboost_venv.sh"), "raw": sys.executable}
+    # The raw floor is the default collections' files: it runs the defaults rows only.
+    plans = {impl: [p for p in plan if impl != "raw" or p["config"] == "defaults"] for impl in IMPLS}
     t0, load0 = time.monotonic(), load_average()
     raw: dict[str, dict[str, list[Any]]] = {impl: {} for impl in IMPLS}
-    with tempfile.TemporaryDirectory(prefix="murphy-xgb-bench-") as tmp:
-        workers = {impl: Worker(impl, pythons[impl], tmp, plan) for impl in IMPLS}
+    where = args.dir or tempfile.gettempdir()
+    fs = fs_cost(where)
+    with tempfile.TemporaryDirectory(prefix="murphy-xgb-bench-", dir=where) as tmp:
+        workers = {impl: Worker(impl, pythons[impl], tmp, plans[impl]) for impl in IMPLS if plans[impl]}
         try:
             for i in range(args.rounds):
-                for impl in IMPLS if i % 2 == 0 else IMPLS[::-1]:
+                for impl in list(workers) if i % 2 == 0 else list(workers)[::-1]:
                     for key, pair in workers[impl].round(i).items():
                         raw[impl].setdefault(key, []).append(pair)
         finally:
             for w in workers.values():
                 w.close()
     keys = [f"{p['config']}@{p['rows']}" for p in plan]
-    est = {impl: {k: estimates(raw[impl][k]) for k in keys} for impl in IMPLS}
+    est = {impl: {k: estimates(raw[impl][k]) for k in keys if k in raw[impl]} for impl in IMPLS}
     rows = []
     for key in keys:
         for impl in IMPLS:
+            if key not in est[impl]:
+                continue
             e = est[impl][key]
-            rows.append([key, impl, f"{e['plain_cpu_ms']:.0f}", f"{e['hook_cpu_ms']:.0f}", fmt(e["sbs_cpu"]),
+            rows.append([key, "raw floor" if impl == "raw" else impl, f"{e['plain_cpu_ms']:.0f}", f"{e['hook_cpu_ms']:.0f}", fmt(e["sbs_cpu"]),
                          fmt(e["sbs_wall"]), fmt(e["cpu"]), fmt(e["wall"]), fmt(e["in_hook"])])
     print(f"XGBoost hook overhead — {machine()}, xgboost {workers['murphy'].ready['xgboost']}, {args.boost_rounds} "
           f"boosting rounds of ROWSx20, depth 6, one thread; {args.rounds} interleaved rounds; "
           f"{time.strftime('%Y-%m-%d %H:%M')}, {time.monotonic() - t0:.0f} s; {load0} at the start, "
-          f"{load_average()} at the end\n")
+          f"{load_average()} at the end; {fs}\n")
     print(table(["config@rows", "hook", "plain cpu ms", "hooked cpu ms", "rounds: cpu ovh (90% CI)",
                  "rounds: wall ovh", "runs: cpu ovh", "runs: wall ovh", "in-hook"], rows))
-    print("\n" + "\n".join(verdicts(k, est["murphy"][k], est["smdebug"][k]) for k in keys))
+    print("\n" + "\n".join(verdicts(k, est["murphy"][k], est["smdebug"][k], est["raw"].get(k)) for k in keys))
     if args.json:
         args.json.write_text(json.dumps({"plan": plan, "runs": raw, "estimates": est}, indent=1))
 
