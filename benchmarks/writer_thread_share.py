@@ -1,0 +1,98 @@
+"""How much of the training thread's added time on two cores is the writer's (issue 20's two-core
+target), side by side in one run: the writer_throughput CNN (benchmarks/_writer_bench_worker.py),
+pinned to two cores, in blocks that take turns:
+
+* ``plain``: no hook;
+* ``murphy``: murphy's hook saving weights + biases + gradients (``wg``) or also the layer outputs
+  (``wgo``) every step, as writer_throughput.py runs it;
+* ``no-files``: the same hook, whose writer thread, for each step, runs the backend's fence and
+  its numpy views of the snapshots but encodes and writes nothing. What the training thread still
+  carries then (its callbacks, the copier thread's hand-offs, the fences) is what it would carry
+  with the writer's work moved out of the process entirely (a writer process, no GIL shared):
+  the most such a change could win.
+
+Prints, per variant, the training thread's added wall and CPU ms per step over ``plain``
+(medians of the blocks), and the process's added CPU (every thread).
+
+usage: python benchmarks/writer_thread_share.py [--steps 30] [--rounds 7] [--tensors wg,wgo] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch
+
+import _writer_bench_worker as bench
+from _common import load_average, machine, table
+
+
+def _no_files(job: bench.Job) -> None:
+    """Make this job's writer skip encoding and files (the instance only, not the class)."""
+    writer: Any = job.hook._writer
+    backend = writer._backend
+
+    def write_step(batch: Any) -> None:
+        if batch.fence is not None:
+            batch.fence()
+        for rec in batch.records:
+            if rec.snap is not None and type(rec.snap) is not float:
+                backend.to_numpy(rec.snap)
+
+    writer._write_step = write_step
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--tensors", default="wg,wgo")
+    ap.add_argument("--dir", default=None, help="where the hook writes (default: the system temp dir)")
+    args = ap.parse_args()
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    os.sched_setaffinity(0, cores)
+    torch.set_num_threads(1)
+    load0 = load_average()
+    scratch = tempfile.mkdtemp(prefix="writer-share-", dir=args.dir)
+    try:
+        jobs: dict[str, bench.Job] = {"plain": bench.Job(None, scratch, {})}
+        for t in args.tensors.split(","):
+            jobs[f"murphy-{t}"] = bench.Job(f"murphy-{t}", scratch, {})
+            jobs[f"no-files-{t}"] = bench.Job(f"murphy-{t}", scratch, {})
+            _no_files(jobs[f"no-files-{t}"])
+        for job in jobs.values():
+            bench.block(job, 5)
+        blocks: dict[str, list[dict[str, float]]] = {k: [] for k in jobs}
+        order = list(jobs)
+        for r in range(args.rounds):
+            for k in order if r % 2 == 0 else reversed(order):
+                blocks[k].append(bench.block(jobs[k], args.steps))
+        for job in jobs.values():
+            job.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    def med(k: str, field: str) -> float:
+        return statistics.median(b[field] for b in blocks[k]) / args.steps
+
+    rows = []
+    for k in order[1:]:
+        rows.append([k, f"{med(k, 'train_wall_ms') - med('plain', 'train_wall_ms'):+.2f}",
+                     f"{med(k, 'train_cpu_ms') - med('plain', 'train_cpu_ms'):+.2f}",
+                     f"{med(k, 'cpu_ms') - med('plain', 'cpu_ms'):+.2f}"])
+    print(f"writer thread share — {machine()}, torch {torch.__version__} (1 thread), cores {cores}, "
+          f"{args.steps} steps x {args.rounds} rounds; {load0} at the start, {load_average()} at the end\n")
+    print(table(["variant", "train thread +ms/step (wall)", "train thread +CPU ms/step", "process +CPU ms/step"], rows))
+
+
+if __name__ == "__main__":
+    main()
