@@ -130,6 +130,8 @@ class WorkerView:
         self.worker = worker
         self.name = trial.name
         self._tensors: dict[str, WorkerTensor] = {}
+        # steps() by (mode, show_incomplete_steps), valid while the trial's versions are unchanged
+        self._steps: dict[tuple[ModeKeys, bool], tuple[tuple[int, int], list[int]]] = {}
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.trial, attr)
@@ -147,7 +149,24 @@ class WorkerView:
     def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """The steps the worker wrote (complete ones unless asked), sorted."""
         mode = as_mode(mode)
-        return [s for s in self.trial.steps(mode, show_incomplete_steps) if self.wrote(s, mode)]
+        trial = self.trial
+        trial.maybe_refresh()
+        version = (trial.version, trial._book.version)
+        key = (mode, show_incomplete_steps)
+        cached = self._steps.get(key)
+        if cached is None or cached[0] != version:
+            # One pass over the trial's (cached, sorted) steps with a dict lookup each: a rule
+            # that asks at every step or poll tick (StalledTrainingRule) must not pay a
+            # function call, a mode lookup and a sort of the step's workers per step each time.
+            files, worker = trial._step_files, self.worker
+            every = trial._book.steps(mode, show_incomplete_steps)
+            if mode is ModeKeys.GLOBAL:
+                mine = [s for s in every if worker in files.get(s, ())]
+            else:
+                to_global = trial._book.mode_to_global.get(mode, {})
+                mine = [s for s in every if worker in files.get(to_global[s], ())]
+            cached = self._steps[key] = (version, mine)
+        return list(cached[1])
 
     def tensor(self, tname: str) -> WorkerTensor:
         view = self._tensors.get(tname)
