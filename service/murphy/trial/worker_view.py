@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from murphy.core.collection import CollectionKeys
+from murphy.core.collection import Collection
 from murphy.core.modes import ModeKeys, as_mode
 from murphy.exceptions import TensorUnavailableForStep
-from murphy.trial.stepvalues import suffix_number
+from murphy.trial import stepvalues
 from murphy.trial.tensor import Tensor
 from murphy.trial.trial import Trial
 
@@ -142,6 +142,10 @@ class WorkerView:
     def workers(self) -> list[str]:
         return [self.worker]
 
+    def collections(self) -> dict[str, Collection]:
+        """The trial's (one set for every worker); spelled out so the view is a typed StepReader."""
+        return self.trial.collections()
+
     def wrote(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> bool:
         """True if the worker wrote ``step`` (any tensor)."""
         return self.worker in step_workers(self.trial, step, mode)
@@ -198,16 +202,12 @@ class WorkerView:
         self.trial.maybe_refresh()
         return self._saved_names(step, as_mode(mode))
 
-    def _values_of(self, names: list[str], step: int, mode: ModeKeys) -> list[Array]:
-        return [self.tensor(n).value(step, mode=mode) for n in sorted(names, key=suffix_number)]
-
+    # The trial's own implementations, reading this view: the worker's names and values only.
     def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
-        if CollectionKeys.INPUTS not in self.trial.collections():
-            return []
-        return self._values_of(self.tensor_names(step=step, mode=mode, collection=CollectionKeys.INPUTS), step, mode)
+        return stepvalues.inputs(self, step, mode)
 
     def labels(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
-        return self._values_of(self.tensor_names(step=step, mode=mode, regex="labels*"), step, mode)
+        return stepvalues.labels(self, step, mode)
 
     def predictions(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
-        return self._values_of(self.tensor_names(step=step, mode=mode, regex="predictions*"), step, mode)
+        return stepvalues.predictions(self, step, mode)

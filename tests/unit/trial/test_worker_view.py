@@ -129,3 +129,23 @@ def test_view_steps_follow_a_live_three_worker_trial_with_incomplete_steps() -> 
     write_end_of_training(store)
     check()
     assert trial.loaded_all_steps and views["worker_0"].steps()[-1] == 19
+
+
+def test_a_views_labels_and_predictions_are_its_workers_in_suffix_order() -> None:
+    # worker_1 saved labels_10 and labels_2 at step 0 (not worker_0's labels_1), worker_0
+    # saved predictions only: each view answers what its worker saved, smdebug's name order.
+    store = InMemoryObjectStore(f"worker-view-labels-{next(_ids)}")
+    for w in ("worker_0", "worker_1"):
+        write_collections(store, CollectionsDoc({"all": Collection("all")}, num_workers=2), w)
+    with StepWriter(store, 0, "worker_0", ModeKeys.GLOBAL, 0) as wr:
+        wr.add("labels_1", np.float32(1))
+        wr.add("predictions", np.float32(5))
+    with StepWriter(store, 0, "worker_1", ModeKeys.GLOBAL, 0) as wr:
+        wr.add("labels_10", np.float32(10))
+        wr.add("labels_2", np.float32(2))
+    write_end_of_training(store)
+    trial = create_trial(store, poll_interval=0.0, end_delay=0.0)
+    v0, v1 = WorkerView(trial, "worker_0"), WorkerView(trial, "worker_1")
+    assert [a.tolist() for a in v1.labels(0)] == [[2.0], [10.0]] and v1.predictions(0) == []
+    assert [a.tolist() for a in v0.labels(0)] == [[1.0]] and [a.tolist() for a in v0.predictions(0)] == [[5.0]]
+    assert v0.inputs(0) == [] and v0.collections() is trial.collections()
