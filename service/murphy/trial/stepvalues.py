@@ -1,22 +1,45 @@
 """Whole-step queries of a trial: the write order of a step, and smdebug's ``inputs`` /
 ``labels`` / ``predictions`` (every matching tensor's value at one step).
 
-Functions over a :class:`~murphy.trial.trial.Trial`, which exposes them as methods; they read
-only the trial's step map and its public tensor API.
+Functions over a :class:`~murphy.trial.trial.Trial`, which exposes them as methods. ``inputs``
+/ ``labels`` / ``predictions`` read only the public reader API (:class:`StepReader`), so one
+worker's :class:`~murphy.trial.worker_view.WorkerView` answers them with the same code, over
+what that worker saved; ``write_order`` reads the trial's step map.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from murphy.core.collection import CollectionKeys
+from murphy.core.collection import Collection, CollectionKeys
 from murphy.core.modes import ModeKeys, as_mode
 
 if TYPE_CHECKING:
     from murphy.trial.trial import Trial
+
+Array = np.ndarray[Any, Any]
+
+
+class StepTensor(Protocol):
+    """What :class:`StepReader` needs of a tensor: its value at a step."""
+
+    def value(self, step_num: int, /, mode: ModeKeys = ...) -> Array: ...
+
+
+class StepReader(Protocol):
+    """What ``inputs`` / ``labels`` / ``predictions`` read: a trial or one worker's view of it."""
+
+    def collections(self) -> Mapping[str, Collection]: ...
+
+    def tensor_names(self, show_prefixed_tensors: bool = ..., *, step: int | None = ...,
+                     mode: ModeKeys = ..., regex: str | Iterable[str] | None = ...,
+                     collection: str | Collection | None = ...) -> list[str]: ...
+
+    def tensor(self, tname: str, /) -> StepTensor: ...
 
 
 def suffix_number(name: str) -> int:
@@ -39,20 +62,20 @@ def write_order(trial: Trial, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> li
     return list(seen)
 
 
-def _values_of(trial: Trial, names: list[str], step: int, mode: ModeKeys) -> list[np.ndarray[Any, Any]]:
+def _values_of(reader: StepReader, names: list[str], step: int, mode: ModeKeys) -> list[Array]:
     # smdebug orders these by the names' numeric suffix (input_2 before input_10).
-    return [trial.tensor(n).value(step, mode=mode) for n in sorted(names, key=suffix_number)]
+    return [reader.tensor(n).value(step, mode=mode) for n in sorted(names, key=suffix_number)]
 
 
-def inputs(trial: Trial, step: int, mode: ModeKeys) -> list[np.ndarray[Any, Any]]:
-    if CollectionKeys.INPUTS not in trial.collections():
+def inputs(reader: StepReader, step: int, mode: ModeKeys) -> list[Array]:
+    if CollectionKeys.INPUTS not in reader.collections():
         return []
-    return _values_of(trial, trial.tensor_names(step=step, mode=mode, collection=CollectionKeys.INPUTS), step, mode)
+    return _values_of(reader, reader.tensor_names(step=step, mode=mode, collection=CollectionKeys.INPUTS), step, mode)
 
 
-def labels(trial: Trial, step: int, mode: ModeKeys) -> list[np.ndarray[Any, Any]]:
-    return _values_of(trial, trial.tensor_names(step=step, mode=mode, regex="labels*"), step, mode)
+def labels(reader: StepReader, step: int, mode: ModeKeys) -> list[Array]:
+    return _values_of(reader, reader.tensor_names(step=step, mode=mode, regex="labels*"), step, mode)
 
 
-def predictions(trial: Trial, step: int, mode: ModeKeys) -> list[np.ndarray[Any, Any]]:
-    return _values_of(trial, trial.tensor_names(step=step, mode=mode, regex="predictions*"), step, mode)
+def predictions(reader: StepReader, step: int, mode: ModeKeys) -> list[Array]:
+    return _values_of(reader, reader.tensor_names(step=step, mode=mode, regex="predictions*"), step, mode)

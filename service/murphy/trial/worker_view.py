@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from murphy.core.collection import CollectionKeys
+from murphy.core.collection import Collection
 from murphy.core.modes import ModeKeys, as_mode
 from murphy.exceptions import TensorUnavailableForStep
-from murphy.trial.stepvalues import suffix_number
+from murphy.trial import stepvalues
 from murphy.trial.tensor import Tensor
 from murphy.trial.trial import Trial
 
@@ -130,6 +130,8 @@ class WorkerView:
         self.worker = worker
         self.name = trial.name
         self._tensors: dict[str, WorkerTensor] = {}
+        # steps() by (mode, show_incomplete_steps), valid while the trial's versions are unchanged
+        self._steps: dict[tuple[ModeKeys, bool], tuple[tuple[int, int], list[int]]] = {}
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.trial, attr)
@@ -140,6 +142,10 @@ class WorkerView:
     def workers(self) -> list[str]:
         return [self.worker]
 
+    def collections(self) -> dict[str, Collection]:
+        """The trial's (one set for every worker); spelled out so the view is a typed StepReader."""
+        return self.trial.collections()
+
     def wrote(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> bool:
         """True if the worker wrote ``step`` (any tensor)."""
         return self.worker in step_workers(self.trial, step, mode)
@@ -147,7 +153,24 @@ class WorkerView:
     def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """The steps the worker wrote (complete ones unless asked), sorted."""
         mode = as_mode(mode)
-        return [s for s in self.trial.steps(mode, show_incomplete_steps) if self.wrote(s, mode)]
+        trial = self.trial
+        trial.maybe_refresh()
+        version = (trial.version, trial._book.version)
+        key = (mode, show_incomplete_steps)
+        cached = self._steps.get(key)
+        if cached is None or cached[0] != version:
+            # One pass over the trial's (cached, sorted) steps with a dict lookup each: a rule
+            # that asks at every step or poll tick (StalledTrainingRule) must not pay a
+            # function call, a mode lookup and a sort of the step's workers per step each time.
+            files, worker = trial._step_files, self.worker
+            every = trial._book.steps(mode, show_incomplete_steps)
+            if mode is ModeKeys.GLOBAL:
+                mine = [s for s in every if worker in files.get(s, ())]
+            else:
+                to_global = trial._book.mode_to_global.get(mode, {})
+                mine = [s for s in every if worker in files.get(to_global[s], ())]
+            cached = self._steps[key] = (version, mine)
+        return list(cached[1])
 
     def tensor(self, tname: str) -> WorkerTensor:
         view = self._tensors.get(tname)
@@ -179,16 +202,12 @@ class WorkerView:
         self.trial.maybe_refresh()
         return self._saved_names(step, as_mode(mode))
 
-    def _values_of(self, names: list[str], step: int, mode: ModeKeys) -> list[Array]:
-        return [self.tensor(n).value(step, mode=mode) for n in sorted(names, key=suffix_number)]
-
+    # The trial's own implementations, reading this view: the worker's names and values only.
     def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
-        if CollectionKeys.INPUTS not in self.trial.collections():
-            return []
-        return self._values_of(self.tensor_names(step=step, mode=mode, collection=CollectionKeys.INPUTS), step, mode)
+        return stepvalues.inputs(self, step, mode)
 
     def labels(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
-        return self._values_of(self.tensor_names(step=step, mode=mode, regex="labels*"), step, mode)
+        return stepvalues.labels(self, step, mode)
 
     def predictions(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
-        return self._values_of(self.tensor_names(step=step, mode=mode, regex="predictions*"), step, mode)
+        return stepvalues.predictions(self, step, mode)

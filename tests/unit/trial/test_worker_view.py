@@ -76,3 +76,76 @@ def test_a_view_of_a_live_trial_sees_complete_steps_only() -> None:
     assert v0.tensor("loss").steps() == [0, 1, 2]
     assert v0.tensor("loss").steps(show_incomplete_steps=True) == [0, 1, 2, 3]
     assert v0.steps(show_incomplete_steps=True) == [0, 1, 2, 3]
+
+
+def _reference_steps(trial: Trial, worker: str, mode: ModeKeys, incomplete: bool) -> list[int]:
+    """A view's steps by definition: the trial's steps that ``worker`` wrote."""
+    return [s for s in trial.steps(mode, incomplete) if worker in step_workers(trial, s, mode)]
+
+
+def test_view_steps_follow_a_live_three_worker_trial_with_incomplete_steps() -> None:
+    # worker_2 skips every third step and worker_1 lags two steps behind: incomplete steps at
+    # the end, in two modes; then more steps arrive and training ends. Each view's steps()
+    # (asked again between writes, so a stale answer would show) must be the definition's.
+    store = InMemoryObjectStore(f"worker-view-live3-{next(_ids)}")
+    workers = ("worker_0", "worker_1", "worker_2")
+    for w in workers:
+        write_collections(store, CollectionsDoc({"all": Collection("all")}, num_workers=3), w)
+
+    def write(steps: range, writers: tuple[str, ...] = workers, lag_from: int | None = None) -> None:
+        for s in steps:
+            mode = ModeKeys.EVAL if s % 4 == 3 else ModeKeys.TRAIN
+            for w in writers:
+                if (w == "worker_2" and s % 3 == 1) or (w == "worker_1" and lag_from is not None and s >= lag_from):
+                    continue
+                with StepWriter(store, s, w, mode, s // 4 if mode is ModeKeys.EVAL else s) as wr:
+                    wr.add("loss", np.float32(s))
+
+    write(range(0, 12), lag_from=10)
+    trial = create_trial(store, poll_interval=0.0, end_delay=0.0)
+    views = {w: WorkerView(trial, w) for w in workers}
+    modes = (ModeKeys.GLOBAL, ModeKeys.TRAIN, ModeKeys.EVAL)
+
+    def check() -> None:
+        for w, view in views.items():
+            for mode in modes:
+                for incomplete in (False, True):
+                    got = view.steps(mode=mode, show_incomplete_steps=incomplete)
+                    assert got == _reference_steps(trial, w, mode, incomplete), (w, mode, incomplete)
+                    got.append(-1)  # the caller's copy: the next answer must not change
+
+    check()
+    # Steps 10 and 11 wait for worker_1; worker_2 skipped 1, 4, 7 and 10.
+    assert views["worker_2"].steps() == [0, 2, 3, 5, 6, 8, 9]
+    assert views["worker_2"].steps(show_incomplete_steps=True) == [0, 2, 3, 5, 6, 8, 9, 11]
+    assert views["worker_0"].steps(mode=ModeKeys.EVAL) == [0, 1]
+    assert views["worker_0"].steps(mode=ModeKeys.EVAL, show_incomplete_steps=True) == [0, 1, 2]
+    assert views["worker_1"].steps(mode=ModeKeys.EVAL, show_incomplete_steps=True) == [0, 1]
+    check()  # asked again with nothing new: the same answers
+    write(range(10, 12), writers=("worker_1",))  # worker_1 catches up on 10 and 11 ...
+    write(range(12, 20), lag_from=19)  # ... and lags again on 19 (worker_2 skips it)
+    check()
+    assert 11 in views["worker_1"].steps() and 19 not in views["worker_1"].steps(show_incomplete_steps=True)
+    write_end_of_training(store)
+    check()
+    assert trial.loaded_all_steps and views["worker_0"].steps()[-1] == 19
+
+
+def test_a_views_labels_and_predictions_are_its_workers_in_suffix_order() -> None:
+    # worker_1 saved labels_10 and labels_2 at step 0 (not worker_0's labels_1), worker_0
+    # saved predictions only: each view answers what its worker saved, smdebug's name order.
+    store = InMemoryObjectStore(f"worker-view-labels-{next(_ids)}")
+    for w in ("worker_0", "worker_1"):
+        write_collections(store, CollectionsDoc({"all": Collection("all")}, num_workers=2), w)
+    with StepWriter(store, 0, "worker_0", ModeKeys.GLOBAL, 0) as wr:
+        wr.add("labels_1", np.float32(1))
+        wr.add("predictions", np.float32(5))
+    with StepWriter(store, 0, "worker_1", ModeKeys.GLOBAL, 0) as wr:
+        wr.add("labels_10", np.float32(10))
+        wr.add("labels_2", np.float32(2))
+    write_end_of_training(store)
+    trial = create_trial(store, poll_interval=0.0, end_delay=0.0)
+    v0, v1 = WorkerView(trial, "worker_0"), WorkerView(trial, "worker_1")
+    assert [a.tolist() for a in v1.labels(0)] == [[2.0], [10.0]] and v1.predictions(0) == []
+    assert [a.tolist() for a in v0.labels(0)] == [[1.0]] and [a.tolist() for a in v0.predictions(0)] == [[5.0]]
+    assert v0.inputs(0) == [] and v0.collections() is trial.collections()

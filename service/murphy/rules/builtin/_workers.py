@@ -37,6 +37,15 @@ def worker_label(message: str, rule_name: str, worker: str) -> str:
     return f"on {worker}: {message}"
 
 
+def series_workers(trial: Any) -> list[str]:
+    """The workers whose series are read apart, sorted: those of a murphy trial with more than
+    one; [] for one worker, a worker's view already, or another reader's trial (read as is)."""
+    if not isinstance(trial, Trial):
+        return []
+    workers = list(trial.workers())
+    return workers if len(workers) > 1 else []
+
+
 def view_of(trial: Any, worker: str) -> Any:
     """``trial`` as ``worker`` wrote it (a trial that is not murphy's is returned as is)."""
     return WorkerView(trial, worker) if isinstance(trial, Trial) else trial
@@ -64,11 +73,7 @@ class EveryWorker(Rule):
         raise NotImplementedError
 
     def _workers(self) -> list[str]:
-        trial = self.base_trial
-        if not isinstance(trial, Trial):  # a worker's view already, or another reader's trial
-            return []
-        workers = list(trial.workers())
-        return workers if len(workers) > 1 else []
+        return series_workers(self.base_trial)
 
     def _copy_for(self, worker: str) -> EveryWorker:
         rule = self._per_worker.get(worker)

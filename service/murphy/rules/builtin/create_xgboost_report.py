@@ -30,11 +30,11 @@ import numpy as np
 from murphy.rules.builtin import _svg
 from murphy.rules.builtin._common import reject_unknown, value_at
 from murphy.rules.builtin._metric_pairs import first_value, split_metric
+from murphy.rules.builtin._workers import series_workers
 from murphy.rules.builtin.class_imbalance import class_indices
 from murphy.rules.builtin.tree_depth import TreeDepth
 from murphy.rules.rule import Rule
 from murphy.storage import open_store
-from murphy.trial.trial import Trial
 from murphy.trial.worker_view import WorkerView
 
 REPORT_FILE = "xgboost_report.html"
@@ -69,15 +69,15 @@ class CreateXgboostReport(Rule):
         self._view: WorkerView | None = None
 
     def _reported_trial(self) -> Any:
-        """The trial itself, or with several workers its first worker's view."""
-        trial = self.base_trial
+        """The trial itself, or with several workers (the series rules' choice of which are
+        several) its first worker's view."""
         if self._view is not None:
             return self._view
-        workers = trial.workers() if isinstance(trial, Trial) else []
-        if len(workers) < 2:
-            return trial
+        workers = series_workers(self.base_trial)
+        if not workers:
+            return self.base_trial
         self.worker = workers[0]
-        self._view = WorkerView(trial, workers[0])
+        self._view = WorkerView(self.base_trial, workers[0])
         return self._view
 
     def invoke_at_step(self, step: int) -> bool:
