@@ -12,36 +12,27 @@ the host cap is a ValidationException.
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from test_control_plane import RULE_IMAGE, runtime, start_plane, watch  # noqa: F401 (fixture)
+from test_control_plane import RULE_IMAGE, put_object, runtime, start_plane, watch  # noqa: F401 (fixture)
 
 from murphy.trial import create_trial
+from sourcetar import train_py_tarball
 
 IMAGE = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1.0-cpu-py310"
 SCRIPT = Path(__file__).with_name("multi_instance_script.py")
 GROUP = "/aws/sagemaker/TrainingJobs"
 
 
-def source_tarball() -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(str(SCRIPT), arcname="train.py")
-    return buf.getvalue()
-
-
 def put_source(server: Any) -> str:
-    path = server.data_dir / "buckets" / "murphy-e2e" / "src" / "multi.tar.gz"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(source_tarball())
-    return "s3://murphy-e2e/src/multi.tar.gz"
+    """The script as the job's ``sagemaker_submit_directory`` (as ``train.py``), in the plane's bucket."""
+    put_object(server, "src/multi.tar.gz", train_py_tarball(SCRIPT.read_text()))
+    return f"s3://{server.extra['bucket']}/src/multi.tar.gz"
 
 
 def request_body(name: str, source: str, count: int = 2, **hps: str) -> dict[str, Any]:

@@ -18,9 +18,10 @@ while processes of two murphy jobs would both take torchrun's default 29500).
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from murphy.core.ports import free_port
 
 TORCH_DISTRIBUTED_HP = "sagemaker_torch_distributed_enabled"
 
@@ -32,12 +33,6 @@ class DistributedError(Exception):
 def torch_distributed(platform: Mapping[str, Any]) -> bool:
     value = platform.get(TORCH_DISTRIBUTED_HP)
     return value is True or (isinstance(value, str) and value.strip().lower() == "true")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def processes_per_host(environ: Mapping[str, str]) -> int:
@@ -66,7 +61,7 @@ def torchrun_argv(python: str, program: str, args: Sequence[str], cluster: Mappi
                  "--master_port", str(cluster.get("master_port") or 7777),
                  "--node_rank", str(hosts.index(current))]
     else:
-        argv += ["--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
+        argv += ["--master_addr", "127.0.0.1", "--master_port", str(free_port())]
     return [*argv, program, *args]
 
 

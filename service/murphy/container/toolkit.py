@@ -70,6 +70,8 @@ class Toolkit:
         self.signum: int | None = None
         self.program: subprocess.Popen[bytes] | None = None
         self.config: dict[str, Any] = {}
+        #: ``resourceconfig.json``, read once per run for everything that needs the host.
+        self.resource_config: dict[str, Any] = {}
         #: Variables the program gets on top of the toolkit's own.
         self.program_env: dict[str, str] = {}
         #: Pipe-mode channels: what their FIFOs carry, the threads feeding them, the first failure.
@@ -101,7 +103,7 @@ class Toolkit:
     def download(self) -> None:
         channels = self.config.get("channels", [])
         # Only a sharded channel needs to know the host (a one-host contract stays optional).
-        host = current_host(self.opt_ml) if any(c.get("distribution") == SHARDED for c in channels) else None
+        host = current_host(self.resource_config) if any(c.get("distribution") == SHARDED for c in channels) else None
         for channel in channels:
             if channel.get("input_mode") == PIPE:  # streamed once the program starts, not downloaded
                 source = pipe_source(channel, host)
@@ -233,7 +235,7 @@ class Toolkit:
         template for every host on Kubernetes: :mod:`murphy.container.hostenv`)."""
         cluster = self.config.get("cluster")
         cluster = cluster if isinstance(cluster, dict) else None
-        rc = read_json(self.opt_ml.config_file("resourceconfig.json"), {}) or {}
+        rc = self.resource_config
         try:
             host = hostenv.current_host(cluster, rc, os.environ)
         except hostenv.HostError as e:
@@ -257,6 +259,8 @@ class Toolkit:
         code = 1
         ran = False
         try:
+            # Inside the try: an unreadable resourceconfig.json fails the job with its reason.
+            self.resource_config = read_resource_config(self.opt_ml)
             self.this_host()
             mirror = self._mirror()
             self.stage("Downloading")
@@ -332,11 +336,17 @@ class Toolkit:
         return code if code else 1
 
 
-def current_host(opt_ml: OptMl) -> HostShard:
-    """This container's host and the job's hosts, from ``resourceconfig.json`` as SageMaker's
-    contract has them (``SM_CURRENT_HOST`` / ``SM_HOSTS`` where the file has none; a file-less
-    container is the one host ``algo-1``). The one place the toolkit learns which host it is."""
-    rc = read_json(opt_ml.config_file("resourceconfig.json"), {}) or {}
+def read_resource_config(opt_ml: OptMl) -> dict[str, Any]:
+    """``resourceconfig.json`` (empty where the runtime wrote none)."""
+    rc: dict[str, Any] = read_json(opt_ml.config_file("resourceconfig.json"), {}) or {}
+    return rc
+
+
+def current_host(rc: Mapping[str, Any]) -> HostShard:
+    """This container's host and the job's hosts, from ``resourceconfig.json`` (``rc``) as
+    SageMaker's contract has them (``SM_CURRENT_HOST`` / ``SM_HOSTS`` where the file has none; a
+    file-less container is the one host ``algo-1``). The one place the toolkit learns which host
+    it is."""
     try:
         env_hosts = json.loads(os.environ.get("SM_HOSTS") or "[]")
     except ValueError:

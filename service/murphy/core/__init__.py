@@ -1,5 +1,6 @@
 """Pure-data building blocks shared by the hook, the trial and the rules: modes, save and
-reduction configs, collections (and their smdebug JSON form). Imports only the standard library."""
+reduction configs, collections (and their smdebug JSON form); and :mod:`murphy.core.ports`, the
+free-port helper of every layer above. Imports only the standard library."""
 
 from __future__ import annotations
 

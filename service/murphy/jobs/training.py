@@ -11,6 +11,7 @@ when the last host is gone: the failing host's exit, else ``algo-1``'s.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from murphy.jobs.model import JobRecord, SecondaryStatus
 from murphy.jobs.progress import STAGES, advance, failure_reason
@@ -38,6 +39,34 @@ def _failed(state: ContainerState) -> bool:
     return state.phase == "missing" or state.exit_code != 0
 
 
+#: ``rec.notes`` key: each ended host's last state, so that it is not asked for again.
+ENDED_STATES = "host_states"
+
+
+def _states(runtime: Runtime, rec: JobRecord, handles: list[Handle]) -> tuple[list[ContainerState], bool]:
+    """Every host's state, and whether one ended since the last look. An ended container stays
+    ended: its state is remembered (for the handle it was seen on) and the runtime is asked only
+    about hosts still running. Only what later looks use is kept: the phase and exit code, and
+    the stage (``algo-1``'s drives SecondaryStatus while its peers run); a failing host's reason
+    and end time are used in the look that sees it end, which also fixes the job's failure
+    (``host_failed``)."""
+    known: dict[str, dict[str, Any]] = rec.notes.get(ENDED_STATES) or {}
+    states: list[ContainerState] = []
+    new: dict[str, dict[str, Any]] = {}
+    for i, handle in enumerate(handles, 1):
+        seen = known.get(host_key(i))
+        if seen is not None and seen.get("id") == handle.id:
+            states.append(ContainerState(seen["phase"], exit_code=seen["exit_code"], stage=seen["stage"]))
+            continue
+        state = runtime.status(handle)
+        states.append(state)
+        if _ended(state):
+            new[host_key(i)] = {"id": handle.id, "phase": state.phase, "exit_code": state.exit_code, "stage": state.stage}
+    if new:
+        rec.notes[ENDED_STATES] = {**known, **new}
+    return states, bool(new)
+
+
 def watch(runtime: Runtime, rec: JobRecord, now: float, signal: Signal, gone: Gone) -> bool:
     """One look at every host; True when the record changed. Sets ``training_exit`` once all
     hosts are gone (the caller then writes the end marker for a failed run)."""
@@ -45,8 +74,7 @@ def watch(runtime: Runtime, rec: JobRecord, now: float, signal: Signal, gone: Go
     if not handles or "training_exit" in rec.notes:
         return False
     multi = len(handles) > 1
-    states = [runtime.status(h) for h in handles]
-    changed = False
+    states, changed = _states(runtime, rec, handles)
     for i, (handle, state) in enumerate(zip(handles, states, strict=True), 1):
         if _ended(state):
             changed |= gone(rec, host_key(i), handle, state)

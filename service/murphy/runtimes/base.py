@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -227,12 +228,18 @@ SERVICE_CREDENTIAL_VARS = (
 )
 
 
-def scoped_environment(env: dict[str, str], creds: ScopedCredentials) -> dict[str, str]:
-    """``env`` without the service's identity, with the container's own credentials instead
-    (applied last: a job's ``Environment`` cannot point its container around the gateway)."""
+def with_identity(env: Mapping[str, str], identity: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without any of :data:`SERVICE_CREDENTIAL_VARS`, then ``identity`` (the
+    container's own credentials and endpoint): applied last, so that a job's ``Environment``
+    cannot name another key, profile or endpoint and point its container around the gateway."""
     out = {k: v for k, v in env.items() if k not in SERVICE_CREDENTIAL_VARS}
-    out.update(creds.env)
+    out.update(identity)
     return out
+
+
+def scoped_environment(env: dict[str, str], creds: ScopedCredentials) -> dict[str, str]:
+    """``env`` without the service's identity, with the container's own credentials instead."""
+    return with_identity(env, creds.env)
 
 
 @runtime_checkable

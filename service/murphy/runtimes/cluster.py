@@ -22,10 +22,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from murphy.core.ports import free_port
 
 SAGEMAKER_MASTER_PORT = 7777
 CLUSTER_FILE = "cluster.json"
@@ -66,12 +67,6 @@ def hosts_file(addresses: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def shared_master_port(first_host_dir: str) -> int:
     """The job's master port: the one in ``cluster.json`` of its first host's directory, or a
     free one written there (atomically: concurrent launches of two hosts agree on it)."""
@@ -81,7 +76,7 @@ def shared_master_port(first_host_dir: str) -> int:
         return int(json.load(f)["master_port"])
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"master_port": _free_port()}, f)
+        json.dump({"master_port": free_port()}, f)
     try:
         os.link(tmp, path)  # the first writer wins
     except FileExistsError:

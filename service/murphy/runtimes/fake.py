@@ -48,6 +48,8 @@ class FakeRuntime:
         self.launched: list[Plan] = []
         #: Every ``launch`` call, repeats included.
         self.launch_calls: list[Plan] = []
+        #: The container name of every ``status`` call.
+        self.status_calls: list[str] = []
         #: ``(container_name, force)`` for every ``stop`` call.
         self.stops: list[tuple[str, bool]] = []
         self.removed: list[str] = []
@@ -129,6 +131,7 @@ class FakeRuntime:
 
     def status(self, handle: Handle) -> ContainerState:
         with self._lock:
+            self.status_calls.append(handle.id)
             c = self._containers.get(handle.id)
             if c is None:
                 return ContainerState("missing", failure=f"fake runtime: no container {handle.id!r}")

@@ -36,7 +36,7 @@ from murphy.container.env import OptMl
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes import kubernetes_hosts as kh
 from murphy.runtimes import kubernetes_names as kn
-from murphy.runtimes.base import SERVICE_CREDENTIAL_VARS, Plan, RulePlan, TrainingPlan
+from murphy.runtimes.base import Plan, RulePlan, TrainingPlan, with_identity
 from murphy.runtimes.catalog import CatalogEntry, ImageCatalog
 from murphy.runtimes.kubernetes_resources import InstanceProfile, PodResources, pod_resources
 from murphy.runtimes.layout import ContainerView, rule_env, write_training_layout
@@ -128,9 +128,7 @@ def store_env(opts: KubernetesOptions) -> dict[str, str]:
 def pod_env(env: Mapping[str, str], opts: KubernetesOptions) -> dict[str, str]:
     """``env`` without any S3 identity or endpoint (a job's ``Environment`` cannot name another
     key, profile or endpoint), the gateway's endpoint last: the Secret is the only identity."""
-    out = {k: v for k, v in env.items() if k not in SERVICE_CREDENTIAL_VARS}
-    out.update(store_env(opts))
-    return out
+    return with_identity(env, store_env(opts))
 
 
 def training_files(plan: TrainingPlan, opts: KubernetesOptions, res: PodResources) -> tuple[dict[str, str], dict[str, str]]:

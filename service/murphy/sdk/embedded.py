@@ -17,11 +17,12 @@ import atexit
 import contextlib
 import logging
 import os
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from murphy.core.ports import free_port
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +31,6 @@ S3_LOCAL_ROOT_ENV = "MURPHY_S3_LOCAL_ROOT"
 #: What ``s3://`` output goes to when the estimator names no output_path.
 DEFAULT_BUCKET = "murphy-default"
 _TERMINAL = {"Completed", "Failed", "Stopped"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def default_data_dir() -> Path:
@@ -69,7 +64,7 @@ class EmbeddedService:
         from murphy.jobs.plane import ControlPlane
         from murphy.settings import Settings
 
-        self.port = _free_port()
+        self.port = free_port()
         overrides: dict[str, Any] = {"data_dir": self.data_dir, "host": "127.0.0.1", "port": self.port}
         if os.environ.get(S3_LOCAL_ROOT_ENV):
             # Someone already chose where s3:// lives in this process: the service must agree.

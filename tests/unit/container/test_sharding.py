@@ -4,15 +4,18 @@ pure), and the toolkit's downloads on real files (``file://`` stores) host by ho
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from murphy.container import toolkit as toolkit_module
 from murphy.container.env import OptMl
 from murphy.container.inputs import HostShard, InputError, download_channel
-from murphy.container.toolkit import Toolkit, current_host
+from murphy.container.toolkit import Toolkit, current_host, read_resource_config
 
 
 def cluster(n: int) -> list[HostShard]:
@@ -203,11 +206,29 @@ def test_the_toolkit_downloads_its_hosts_share(tmp_path: Path, dataset: Path, mo
 
 def test_current_host_reads_resourceconfig_then_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opt_ml = toolkit_opt_ml(tmp_path, "algo-2", ["algo-1", "algo-2", "algo-3"], [])
-    assert current_host(opt_ml) == HostShard("algo-2", ("algo-1", "algo-2", "algo-3"))
+    assert current_host(read_resource_config(opt_ml)) == HostShard("algo-2", ("algo-1", "algo-2", "algo-3"))
     bare = OptMl(str(tmp_path / "bare"))
     monkeypatch.delenv("SM_HOSTS", raising=False)
     monkeypatch.delenv("SM_CURRENT_HOST", raising=False)
-    assert current_host(bare) == HostShard("algo-1", ("algo-1",))
+    assert read_resource_config(bare) == {}
+    assert current_host(read_resource_config(bare)) == HostShard("algo-1", ("algo-1",))
     monkeypatch.setenv("SM_HOSTS", '["algo-1", "algo-2"]')
     monkeypatch.setenv("SM_CURRENT_HOST", "algo-2")
-    assert current_host(bare) == HostShard("algo-2", ("algo-1", "algo-2"))
+    assert current_host({}) == HostShard("algo-2", ("algo-1", "algo-2"))
+
+
+def test_the_toolkit_reads_resourceconfig_once(tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both this host's SM_* values and its share of a sharded channel come from one read.
+    monkeypatch.setenv("MURPHY_STAGE_FILE", str(tmp_path / "stage.json"))
+    opt_ml = toolkit_opt_ml(tmp_path, "algo-2", ["algo-1", "algo-2"], [channel(dataset.as_uri())])
+    reads: list[str] = []
+    real = toolkit_module.read_json
+
+    def counting(path: str, default: Any = None) -> Any:
+        reads.append(os.path.basename(path))
+        return real(path, default)
+
+    monkeypatch.setattr(toolkit_module, "read_json", counting)
+    assert Toolkit(opt_ml).run() == 0
+    assert files_under(Path(opt_ml.channel_dir("train"))) == ["b.csv", "sub/d.csv"]
+    assert reads.count("resourceconfig.json") == 1

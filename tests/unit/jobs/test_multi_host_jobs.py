@@ -204,3 +204,62 @@ def test_a_stopping_job_that_never_recorded_its_hosts_has_them_all_killed(tmp_pa
     assert sorted(n for n, force in h.runtime.stops if force) == HOSTS
     assert [c for c in h.runtime.list_containers("job-1") if c.live] == []
     assert h.tick()["TrainingJobStatus"] == "Stopped"
+
+
+def polled(h: Harness, i: int) -> int:
+    return h.runtime.status_calls.count(HOSTS[i - 1])
+
+
+def test_a_host_that_ended_is_not_polled_again(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    multi(h, rules=0)
+    h.tick()
+    host(h, 1, phase="running", stage="Training")
+    host(h, 3, phase="running", stage="Training")
+    # algo-1 ends first: the job's SecondaryStatus still follows its last stage.
+    host(h, 1, phase="exited", exit_code=0, stage="Uploading")
+    host(h, 2, phase="exited", exit_code=0, stage="Uploading")
+    assert h.tick()["SecondaryStatus"] == "Uploading"
+    h.runtime.status_calls.clear()
+    for _ in range(3):
+        job = h.tick()
+        assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("InProgress", "Uploading")
+    assert (polled(h, 1), polled(h, 2)) == (0, 0) and polled(h, 3) == 3
+    host(h, 3, phase="exited", exit_code=0)
+    job = h.tick()
+    assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("Completed", "Completed")
+    assert h.store.get("job-1").notes["training_exit"]["exit_code"] == 0  # algo-1's, remembered
+
+
+def test_a_failed_host_is_not_polled_while_its_peers_are_stopped(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    multi(h, rules=0)
+    h.tick()
+    host(h, 2, phase="exited", exit_code=3, failure="RuntimeError: rank 1 gave up")
+    h.tick()
+    h.runtime.status_calls.clear()
+    h.clock.now += 6  # past the grace: SIGKILL to its peers
+    h.tick()
+    assert (HOSTS[0], True) in h.runtime.stops and (HOSTS[2], True) in h.runtime.stops
+    host(h, 1, phase="exited", exit_code=137)
+    host(h, 3, phase="exited", exit_code=137)
+    job = h.tick()
+    assert polled(h, 2) == 0 and (polled(h, 1), polled(h, 3)) == (2, 2)
+    assert (job["TrainingJobStatus"], job["FailureReason"]) == ("Failed", "RuntimeError: rank 1 gave up (algo-2)")
+    assert h.store.get("job-1").notes["training_exit"]["exit_code"] == 3
+
+
+def test_a_relaunched_host_is_polled_again(tmp_path: Path) -> None:
+    # What is remembered belongs to the container it was seen on: another in the slot is asked.
+    h = Harness(tmp_path)
+    multi(h, count=2, rules=0)
+    h.tick()
+    host(h, 2, phase="exited", exit_code=0)
+    h.tick()
+    rec = h.store.get("job-1")
+    assert rec.extra_training[0] is not None
+    rec.extra_training[0].id = "another-container"
+    h.store.update(rec)
+    h.runtime.status_calls.clear()
+    h.tick()
+    assert h.runtime.status_calls.count("another-container") == 1

@@ -19,7 +19,7 @@ import pytest
 from murphy.container import distributed
 from murphy.container.env import OptMl, read_json
 from murphy.container.hostenv import HostError, current_host, host_environment
-from murphy.container.toolkit import Toolkit, ToolkitError
+from murphy.container.toolkit import Toolkit, ToolkitError, read_resource_config
 from murphy.runtimes import kubernetes_hosts as kh
 from murphy.runtimes import kubernetes_names as kn
 from murphy.runtimes import kubernetes_objects as ko
@@ -120,6 +120,7 @@ def test_each_pod_made_from_the_one_template_is_its_own_host(tmp_path: Path, mon
                 monkeypatch.setenv(key, value)
         toolkit = Toolkit(opt_ml)
         toolkit.config = read_json(opt_ml.config_file("murphy.json"))
+        toolkit.resource_config = read_resource_config(opt_ml)
         toolkit.this_host()
         program = {**algo_env, **toolkit.program_env}
         assert program["SM_CURRENT_HOST"] == host and rc["current_host"] == host
@@ -160,7 +161,7 @@ def test_the_toolkit_refuses_files_that_are_not_its_pods(tmp_path: Path) -> None
     Path(opt_ml.config_dir).mkdir(parents=True)
     Path(opt_ml.config_file("resourceconfig.json")).write_text(json.dumps(rc))
     toolkit = Toolkit(opt_ml)
-    toolkit.config = {"cluster": cluster}
+    toolkit.config, toolkit.resource_config = {"cluster": cluster}, read_resource_config(opt_ml)
     with pytest.raises(ToolkitError, match="did not run"), pytest.MonkeyPatch.context() as mp:
         mp.setenv("JOB_COMPLETION_INDEX", "1")
         toolkit.this_host()

@@ -26,7 +26,7 @@ from test_kubernetes_runtime import (
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes import kubernetes_names as kn
 from murphy.runtimes import kubernetes_objects as ko
-from murphy.runtimes.base import SERVICE_CREDENTIAL_VARS
+from murphy.runtimes.base import SERVICE_CREDENTIAL_VARS, ScopedCredentials, scoped_environment
 from murphy.runtimes.kubernetes import KubernetesRuntime
 from murphy.runtimes.kubernetes_client import FakeKubeApi, KubernetesError
 
@@ -167,3 +167,13 @@ def test_a_secret_left_by_a_murphy_before_per_job_keys_is_replaced_not_adopted(t
     data = secret_data(api, name)
     assert data["AWS_ACCESS_KEY_ID"] == h.data["s3_access_key_id"] and data["AWS_ACCESS_KEY_ID"].startswith("ASIA")
     assert SERVICE_SECRET not in data.values()
+
+
+def test_pods_drop_the_service_identity_as_every_runtime_does() -> None:
+    # One rule (base.with_identity): every identity variable goes, the rest stays, the
+    # container's own identity comes last (the gateway's endpoint here, issued keys elsewhere).
+    env = {**dict.fromkeys(SERVICE_CREDENTIAL_VARS, "the-service's"), "AWS_REGION": "us-west-2", "SM_HOSTS": '["algo-1"]'}
+    kept = {"AWS_REGION": "us-west-2", "SM_HOSTS": '["algo-1"]'}
+    assert ko.pod_env(env, OPTS) == {**kept, **ko.store_env(OPTS)}
+    issued = {"AWS_ACCESS_KEY_ID": "ASIA1", "MURPHY_S3_ENDPOINT_URL": "http://gw"}
+    assert scoped_environment(dict(env), ScopedCredentials("ASIA1", issued)) == {**kept, **issued}
