@@ -250,6 +250,14 @@ def test_run_as_user_when_asked(tmp_path: Any) -> None:
         assert list(c.log(pods_of(c, "whoami")[0].metadata.name)) == ["1000\n", "2000\n"]
 
 
+def _log_or_none(c: Client, pod: str) -> list[str] | None:
+    """The pod's log so far; None while its container is still being created (400, as Kubernetes)."""
+    try:
+        return list(c.log(pod))
+    except ApiError:
+        return None
+
+
 def test_anchor_config_map_owns_everything_and_foreground_delete_cascades(fake_k8s: FakeCluster) -> None:
     """murphy's layout: a ConfigMap anchor owns the Secret and the Jobs; the Jobs own their pods."""
     c = client(fake_k8s)
@@ -267,7 +275,7 @@ def test_anchor_config_map_owns_everything_and_foreground_delete_cascades(fake_k
                "spec": j.spec.to_dict()}
         c.create(from_dict(doc))
     # "up" in the log, not phase Running: a pod is Running before its Python has set the handler.
-    fake_k8s.wait_for(lambda: [list(c.log(p.metadata.name)) for p in c.list(Pod)] == [["up\n"]] * 2,
+    fake_k8s.wait_for(lambda: [_log_or_none(c, p.metadata.name) for p in c.list(Pod)] == [["up\n"]] * 2,
                       what="both pods up, ignoring SIGTERM")
     c.delete(type(anchor), "mt-x-cfg", cascade=CascadeType.FOREGROUND)
     cm = c.get(type(anchor), "mt-x-cfg")
