@@ -12,13 +12,13 @@ where it must and nowhere else: its own ``opt``/``run`` directories and its writ
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from murphy.container import manifest
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes.base import Plan, TrainingPlan
 from murphy.runtimes.docker_spec import BUCKETS
@@ -88,9 +88,8 @@ def _manifest_prefixes(root: Path, uri: str) -> list[str]:
     if any(p in (".", "..") for p in key.split("/")):
         return []
     try:
-        doc = json.loads((root / key).read_text(encoding="utf-8"))
-        return [str(doc[0]["prefix"])]
-    except Exception as e:  # the job's own download then fails with the reason
+        return [manifest.parse((root / key).read_bytes(), uri).prefix]
+    except Exception as e:  # unreadable, or not a manifest: the job's own download then fails with the reason
         log.warning("cannot read the manifest %s for the job's mounts: %s", uri, e)
         return []
 
