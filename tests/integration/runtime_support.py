@@ -14,7 +14,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from murphy.runtimes import procfs
-from murphy.runtimes.base import ContainerState, Handle, RulePlan, Runtime, TrainingPlan
+from murphy.runtimes.base import (
+    ContainerState,
+    Handle,
+    Plan,
+    RulePlan,
+    Runtime,
+    ScopedCredentials,
+    TrainingPlan,
+)
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.sdk.estimator import source_tarball
 
@@ -93,6 +101,38 @@ def tarball(files: dict[str, str]) -> bytes:
         for name, text in files.items():
             (Path(src) / name).write_text(text)
         return source_tarball(str(Path(src) / next(iter(files))), src)
+
+
+class FakeCredentials:
+    """:class:`~murphy.runtimes.base.JobCredentials` that only records what a runtime issues and
+    revokes (no gateway listens); ``env`` is what each container gets besides its key."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = dict(env or {})
+        self.issued: list[str] = []
+        self.revoked: list[str] = []
+
+    def issue(self, plan: Plan, endpoint_url: str | None) -> ScopedCredentials:
+        key = f"ASIAFAKE{len(self.issued):08d}"
+        self.issued.append(key)
+        return ScopedCredentials(key, {**self.env, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": "s",
+                                       "AWS_SESSION_TOKEN": "t"})
+
+    def revoke(self, access_key_id: str) -> None:
+        self.revoked.append(access_key_id)
+
+    def listen_unix(self, socket_path: str) -> None:
+        pass
+
+    def listen_tcp(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        return f"http://{host}:{port or 1}"
+
+    def close(self) -> None:
+        pass
+
+    def live(self) -> set[str]:
+        """Keys issued and not revoked."""
+        return set(self.issued) - set(self.revoked)
 
 
 class RuntimeEnv:

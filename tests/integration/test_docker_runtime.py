@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_support import TRAIN_PY, DockerEnv, script_plan, tarball
+from runtime_support import TRAIN_PY, DockerEnv, FakeCredentials, script_plan, tarball
 
 import servers
 from murphy.runtimes.base import Channel
@@ -122,6 +122,26 @@ def test_launching_a_created_container_again_starts_it(env: DockerEnv, monkeypat
     env.wait_log(h, "ready")
     env.rt.stop(h, force=True)
     assert env.gone(h)
+
+
+# ---- per-container S3 keys ------------------------------------------------------------------
+
+
+def test_removing_a_container_found_by_listing_revokes_its_key(env: DockerEnv) -> None:
+    """An orphan (its job record gone, or a restarted service sweeping) is known only from the
+    engine's listing: its handle must carry the container's key, or removing it leaves the key live."""
+    creds = FakeCredentials()
+
+    def keyed() -> DockerRuntime:
+        return DockerRuntime(env.root, ImageCatalog(), StoreAccess(buckets_dir=str(env.buckets)), credentials=creds)
+
+    h = env.launch(env.script_plan("sm-orphan-key", "sleep"), rt=keyed())
+    [key] = creds.issued
+    restarted = keyed()
+    [found] = restarted.list_containers("sm-orphan-key")
+    assert found.handle.id == h.id and found.handle.data["s3_access_key_id"] == key
+    restarted.remove(found.handle)
+    assert creds.revoked == [key] and restarted.list_containers("sm-orphan-key") == []
 
 
 # ---- a real S3 endpoint through the gateway --------------------------------------------------

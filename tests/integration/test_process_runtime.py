@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runtime_support import TRAIN_PY, ProcessEnv, script_plan, tarball
+from runtime_support import TRAIN_PY, FakeCredentials, ProcessEnv, script_plan, tarball
 
 import servers
 from murphy.exceptions import RuntimeBackendError
-from murphy.runtimes.base import Channel
+from murphy.runtimes.base import Channel, TrainingPlan
 from murphy.runtimes.catalog import ImageCatalog
 from murphy.runtimes.process import ProcessRuntime
 
@@ -77,6 +77,81 @@ def test_every_process_of_a_container_carries_the_labels(env: ProcessEnv) -> Non
         assert environ["MURPHY_CONTAINER_ROLE"] == "training" and environ["MURPHY_CONTAINER"] == h.data["dir"]
     env.rt.stop(h, force=True)
     assert env.gone(h)
+
+
+# ---- per-container S3 keys: every one issued is revoked -------------------------------------
+
+
+def _keyed(env: ProcessEnv, creds: FakeCredentials) -> ProcessRuntime:
+    """A runtime issuing per-container keys (as on an S3 endpoint); the fake's containers still
+    read the local buckets, so they run."""
+    return ProcessRuntime(env.root, ImageCatalog(), {}, credentials=creds)
+
+
+def test_a_container_that_cannot_start_has_its_key_revoked(env: ProcessEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    creds = FakeCredentials({"MURPHY_S3_LOCAL_ROOT": str(env.buckets)})
+    rt = _keyed(env, creds)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    with pytest.raises(RuntimeBackendError, match="Too many open files"):
+        rt.launch(script_plan("sm-no-popen", "sleep"))
+    assert len(creds.issued) == 1 and creds.live() == set()
+
+
+class _Died(BaseException):
+    """The service dying mid-launch: nothing of murphy's may catch it."""
+
+
+def _launch_dying_at_the_handle(rt: ProcessRuntime, plan: TrainingPlan, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rt.launch(plan)`` with the service dying once the process runs, before its handle.json."""
+    import murphy.runtimes.process as process
+
+    write = process._write_json
+
+    def die_at_the_handle(path: str, doc: object) -> None:
+        if path.endswith("handle.json"):
+            raise _Died
+        write(path, doc)
+
+    with monkeypatch.context() as m:
+        m.setattr(process, "_write_json", die_at_the_handle)
+        with pytest.raises(_Died):
+            rt.launch(plan)
+
+
+def test_a_launch_that_died_before_its_handle_keeps_its_key_for_removal(env: ProcessEnv,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    creds = FakeCredentials({"MURPHY_S3_LOCAL_ROOT": str(env.buckets)})
+    rt = _keyed(env, creds)
+    _launch_dying_at_the_handle(rt, script_plan("sm-keyed-half", "sleep"), monkeypatch)
+    [key] = creds.issued
+    restarted = _keyed(env, creds)
+    [found] = restarted.list_containers("sm-keyed-half")
+    env.handles.append(found.handle)
+    assert found.handle.data["s3_access_key_id"] == key
+    again = restarted.launch(script_plan("sm-keyed-half", "sleep"))  # re-attaches, no second key
+    assert again.id == found.handle.id and again.data["s3_access_key_id"] == key and creds.issued == [key]
+    restarted.remove(again)
+    assert creds.revoked == [key] and env.gone(again)
+
+
+def test_relaunching_after_a_launch_whose_container_died_revokes_that_launch_s_key(
+        env: ProcessEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    creds = FakeCredentials({"MURPHY_S3_LOCAL_ROOT": str(env.buckets)})
+    rt = _keyed(env, creds)
+    _launch_dying_at_the_handle(rt, script_plan("sm-keyed-dead", "ok"), monkeypatch)
+    [first] = creds.issued
+    deadline = time.monotonic() + 60
+    while rt.list_containers("sm-keyed-dead") and time.monotonic() < deadline:  # it runs to its end
+        time.sleep(0.05)
+    assert rt.list_containers("sm-keyed-dead") == []
+    h = env.launch(script_plan("sm-keyed-dead", "ok"), rt=_keyed(env, creds))
+    assert creds.revoked == [first] and h.data["s3_access_key_id"] == creds.issued[1] != first
 
 
 # ---- the same container contract on a real S3 endpoint ---------------------------------------

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import os
 import shutil
 import tarfile
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from murphy.container import manifest
 from murphy.container.pipes import PipeSource
 from murphy.exceptions import ObjectNotFound
 from murphy.storage import ObjectStore, open_store
@@ -135,18 +135,12 @@ def _manifest_entries(uri: str) -> tuple[str, list[str]]:
     """A ``ManifestFile``'s prefix and its entries (every one checked)."""
     parent, name = _split(uri)
     try:
-        doc = json.loads(open_store(parent).get(name))
+        m = manifest.parse(open_store(parent).get(name), uri)
     except ObjectNotFound:
         raise InputError(f"manifest {uri} does not exist") from None
-    except ValueError as e:
-        raise InputError(f"manifest {uri} is not valid JSON: {e}") from None
-    if not (isinstance(doc, list) and doc and isinstance(doc[0], Mapping) and isinstance(doc[0].get("prefix"), str)):
-        raise InputError(f'manifest {uri} must be a JSON list starting with {{"prefix": "s3://..."}}')
-    entries = doc[1:]
-    for rel in entries:  # every entry is checked, whichever host downloads it
-        if not isinstance(rel, str) or any(p in ("", ".", "..") for p in rel.split("/")):
-            raise InputError(f"manifest {uri}: bad entry {rel!r}")
-    return str(doc[0]["prefix"]), entries
+    except manifest.ManifestError as e:
+        raise InputError(str(e)) from None
+    return m.prefix, list(m.entries)
 
 
 def download_manifest(uri: str, dest_dir: str, should_stop: Callable[[], bool] = lambda: False,

@@ -3,12 +3,12 @@ Settings."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
+from murphy.container import manifest
 from murphy.events.bus import EventBus
 from murphy.jobs.events import events_for
 from murphy.jobs.service import JobService
@@ -28,9 +28,8 @@ def _manifest_prefixes(settings: Settings) -> Callable[[str], list[str]]:
     def read(uri: str) -> list[str]:
         parent, _, name = uri.rpartition("/")
         try:
-            doc: Any = json.loads(open_uri(settings, parent).get(name))
-            return [str(doc[0]["prefix"])]
-        except Exception as e:  # the job's own download then fails with the reason
+            return [manifest.parse(open_uri(settings, parent).get(name), uri).prefix]
+        except Exception as e:  # unreadable, or not a manifest: the job's own download then fails with the reason
             log.warning("cannot read the manifest %s for the job's S3 grants: %s", uri, e)
             return []
 

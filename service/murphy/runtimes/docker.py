@@ -211,7 +211,7 @@ class DockerRuntime:
                      key_id: str | None) -> Handle:
         # Local buckets: the job's own prefixes only (made first, then handed to the container's user).
         mounts = bucket_mounts(plan, self.store.buckets_dir) if self.store.buckets_dir else None
-        grant_ownership(plan, cdir, self.options.user, self.store.buckets_dir)
+        grant_ownership(plan, cdir, self.options.user, mounts)
         kwargs = spec.create_kwargs(plan, image=image, name=name, env=env, container_dir=str(cdir),
                                     store=self.store, host=self.host(), options=self.options, rid=self.rid,
                                     bucket_mounts=mounts)

@@ -12,12 +12,13 @@ where it must and nowhere else: its own ``opt``/``run`` directories and its writ
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
+from murphy.container import manifest
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes.base import Plan, TrainingPlan
 from murphy.runtimes.docker_spec import BUCKETS
@@ -87,15 +88,15 @@ def _manifest_prefixes(root: Path, uri: str) -> list[str]:
     if any(p in (".", "..") for p in key.split("/")):
         return []
     try:
-        doc = json.loads((root / key).read_text(encoding="utf-8"))
-        return [str(doc[0]["prefix"])]
-    except Exception as e:  # the job's own download then fails with the reason
+        return [manifest.parse((root / key).read_bytes(), uri).prefix]
+    except Exception as e:  # unreadable, or not a manifest: the job's own download then fails with the reason
         log.warning("cannot read the manifest %s for the job's mounts: %s", uri, e)
         return []
 
 
-def grant_ownership(plan: Plan, cdir: Path, user: str, buckets_dir: str | os.PathLike[str] | None) -> None:
-    """Give ``user`` (``uid:gid``) the container's directories and its write prefixes."""
+def grant_ownership(plan: Plan, cdir: Path, user: str, mounts: Mapping[str, Mapping[str, str]] | None) -> None:
+    """Give ``user`` (``uid:gid``) the container's directories and the bucket prefixes it writes:
+    the read-write ones of ``mounts`` (:func:`bucket_mounts`, which made them)."""
     if os.geteuid() != 0:
         return
     uid, gid = (int(x) for x in user.split(":", 1))
@@ -105,21 +106,7 @@ def grant_ownership(plan: Plan, cdir: Path, user: str, buckets_dir: str | os.Pat
             os.chown(dirpath, uid, gid)
             for n in (*dirnames, *filenames):
                 os.chown(os.path.join(dirpath, n), uid, gid, follow_symlinks=False)
-    if buckets_dir:
-        for loc in local_grants(plan, buckets_dir).write:
-            _grant_prefix(Path(buckets_dir), loc, uid, gid)
-
-
-def _grant_prefix(buckets_dir: Path, loc: str, uid: int, gid: int) -> None:
-    # Local buckets come into being on first write (as in the process runtime), so the
-    # bucket directory may be created here too.
-    path = buckets_dir
-    for part in (p for p in loc.split("/") if p):
-        if part in (".", ".."):
-            return  # the container's store refuses such a URI with a clear error
-        path = path / part
-        if not path.exists():
-            path.mkdir()
-            os.chown(path, uid, gid)
-    with contextlib.suppress(OSError):
-        os.chown(path, uid, gid, follow_symlinks=False)
+    for host, m in (mounts or {}).items():
+        if m["mode"] == "rw":
+            with contextlib.suppress(OSError):
+                os.chown(host, uid, gid, follow_symlinks=False)

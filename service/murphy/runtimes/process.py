@@ -3,8 +3,8 @@
 ``<root_dir>/<container_name>/`` holds everything about one container::
 
     handle.json   the Handle (written once the process exists; its presence makes launch idempotent)
-    launch.json   present while a launch is under way (a crash leaves it: the next launch looks
-                  for the container's processes before starting any)
+    launch.json   present while a launch is under way, with the S3 key it issued (a crash leaves
+                  it: the next launch looks for the container's processes before starting any)
     log.jsonl     stdout+stderr, one {"t": epoch_ms, "m": line} per line (written by the shim)
     exit.json     {"exit_code", "signal", "ended_at"} once the container ended
     stage.json    {"stage": "Downloading"|"Training"|"Uploading"} (training toolkit)
@@ -87,6 +87,13 @@ def _create_json(path: str, doc: Any) -> bool:
         os.unlink(tmp)
 
 
+def _launch_key(d: str) -> str | None:
+    """The S3 key id a launch that died before its handle.json had issued (in its launch.json)."""
+    doc = files.read_json(os.path.join(d, "launch.json"))
+    key_id = doc.get("s3_access_key_id") if isinstance(doc, dict) else None
+    return key_id if isinstance(key_id, str) else None
+
+
 class ProcessRuntime:
     """:class:`~murphy.runtimes.base.Runtime` over local processes (see the module docstring)."""
 
@@ -128,6 +135,7 @@ class ProcessRuntime:
                     h = found[0].handle
                     _write_json(os.path.join(h.data["dir"], "handle.json"), {"runtime": h.runtime, "id": h.id, "data": h.data})
                     return h
+                self._revoke(_launch_key(str(cdir)))  # that launch's container is gone, and so goes its key
             try:
                 return self._start(cdir, plan, entry, argv)
             except OSError as e:
@@ -165,18 +173,26 @@ class ProcessRuntime:
             data["failure"] = opt_ml.failure_file
         else:
             env = rule_env(plan, self.base_env)
+        key_id = None
         if self.credentials is not None:
             creds = self.credentials.issue(plan, self._gateway_url)
             env = scoped_environment(env, creds)
-            data["s3_access_key_id"] = creds.access_key_id
+            key_id = data["s3_access_key_id"] = creds.access_key_id
         env.update({CONTAINER_MARKER_ENV: d, RUNTIME_ID_ENV: self.rid, JOB_ENV: plan.job_name, ROLE_ENV: plan.role})
-        _write_json(os.path.join(d, "launch.json"), {"at": time.time()})
         shim = [self.python, "-m", "murphy.runtimes.shim", "--log", data["log"], "--exit", data["exit"], "--", *argv]
-        with open(os.path.join(d, "shim.err"), "ab") as err:
-            proc = subprocess.Popen(shim, cwd=d, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                    start_new_session=True)
+        try:
+            # The key goes into launch.json too: a container found again after a launch that died
+            # before its handle.json (:meth:`_rebuilt`) still has its key revoked on removal.
+            _write_json(os.path.join(d, "launch.json"), {"at": time.time(), "s3_access_key_id": key_id})
+            with open(os.path.join(d, "shim.err"), "ab") as err:
+                proc = subprocess.Popen(shim, cwd=d, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                        start_new_session=True)
+        except BaseException:
+            self._revoke(key_id)  # no container holds it, so no removal would ever revoke it
+            raise
         started = procfs.start_time(proc.pid)
         if started is None:  # already gone and reaped: cannot be, it is our child until waited
+            self._revoke(key_id)
             raise RuntimeBackendError(f"container {plan.container_name} vanished at start")
         with self._lock:
             self._children[proc.pid] = proc
@@ -220,7 +236,14 @@ class ProcessRuntime:
         started = leader.start_time if leader else min(m.start_time for m in members)
         data = self._data(d, os.path.basename(d), role)
         data.update(pid=pid, pgid=pid, start_time=started, started_at=None)
+        key_id = _launch_key(d)
+        if key_id:
+            data["s3_access_key_id"] = key_id
         return Handle(runtime=self.name, id=f"{pid}:{started}", data=data)
+
+    def _revoke(self, key_id: str | None) -> None:
+        if key_id and self.credentials is not None:
+            self.credentials.revoke(key_id)
 
     # ---- status ----------------------------------------------------------------------------
 
@@ -299,8 +322,7 @@ class ProcessRuntime:
         d = handle.data
         if self._members(d):
             self.stop(handle, force=True)
-        if self.credentials is not None and d.get("s3_access_key_id"):
-            self.credentials.revoke(d["s3_access_key_id"])
+        self._revoke(d.get("s3_access_key_id"))
         opt_ml = d.get("opt_ml")
         if opt_ml:
             for sub in (("input", "data"), ("code",)):

@@ -11,7 +11,7 @@ import pytest
 
 from murphy.exceptions import RuntimeBackendError
 from murphy.runtimes.base import Channel, RulePlan, TrainingPlan
-from murphy.runtimes.docker_grants import bucket_mounts
+from murphy.runtimes.docker_grants import bucket_mounts, grant_ownership
 
 B = "/murphy/buckets"
 
@@ -86,3 +86,28 @@ def test_a_symbolic_link_is_never_followed_out_of_the_buckets(tmp_path: Path) ->
     with pytest.raises(RuntimeBackendError, match="symbolic link"):
         bucket_mounts(training("a"), tmp_path / "buckets2")
     assert list(secret.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root-run service hands directories to the images' user")
+def test_the_container_s_user_gets_its_directories_and_write_prefixes_and_nothing_it_only_reads(tmp_path: Path) -> None:
+    root = tmp_path / "buckets"
+    (root / "b" / "data" / "train").mkdir(parents=True)
+    cdir = tmp_path / "c"
+    (cdir / "opt" / "ml" / "input").mkdir(parents=True)
+    (cdir / "opt" / "ml" / "input" / "config.json").write_text("{}")
+    (cdir / "run").mkdir()
+    plan = training("a", (Channel("train", "s3://b/data/train"),))
+    mounts = bucket_mounts(plan, root)
+    grant_ownership(plan, cdir, "1000:1001", mounts)
+
+    def owner(path: Path) -> tuple[int, int]:
+        st = path.lstat()
+        return st.st_uid, st.st_gid
+
+    for path in (cdir / "opt", cdir / "opt" / "ml" / "input" / "config.json", cdir / "run"):
+        assert owner(path) == (1000, 1001), path
+    for prefix in ("out/a/output", "out/a/debug-output", "ckpt/a", "tb/a/tensorboard-output"):
+        assert owner(root / "b" / prefix) == (1000, 1001), prefix
+    # what it only reads, and the folders above its prefixes, stay the service's
+    for path in (root / "b" / "data" / "train", root / "b", root / "b" / "out", root / "b" / "out" / "a"):
+        assert owner(path) == (0, 0), path
