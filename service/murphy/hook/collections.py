@@ -174,34 +174,21 @@ class HookCollections:
         return SavePlan(raw, shape, tuple(sorted(items, key=lambda it: order[it])))
 
     def to_doc(self, num_workers: int) -> CollectionsDoc:
-        """The collections file: every known collection with its effective configs filled in."""
-        out: dict[str, Collection] = {}
-        for name, coll in self.collections.items():
-            # smdebug's rule, whatever the user set: scalar and summary collections are saved
-            # raw, unreduced, and without histograms.
-            if name in NON_REDUCTION_COLLECTIONS:
-                reduction = ReductionConfig(save_raw_tensor=True)
-            else:
-                reduction = coll.reduction_config or self.reduction_config
-            out[name] = Collection(
-                name,
-                include_regex=coll.include_regex,
-                tensor_names=coll.tensor_names,
-                reduction_config=reduction,
-                save_config=self.effective_save_config(name),
-                save_histogram=coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS,
-            )
-        return CollectionsDoc(collections=out, num_workers=num_workers)
+        """The collections file as a document: the bytes :func:`collections_json_bytes` writes,
+        parsed (one definition of what the file holds: every known collection with its effective
+        configs filled in)."""
+        return CollectionsDoc.from_json_bytes(collections_json_bytes(self, num_workers))
 
 
 _RAW_ONLY = ReductionConfig(save_raw_tensor=True)
 
 
 def collections_json_bytes(colls: HookCollections, num_workers: int) -> bytes:
-    """``colls.to_doc(num_workers).to_json_bytes()``, without building the document's objects.
+    """The collections file: every known collection with its effective configs filled in.
 
-    Written once per hook, at the round after the first save; the collections and configs the
-    document would copy are serialised straight from the hook's, each distinct config once.
+    Written once per hook, at the round after the first save: serialised straight from the
+    hook's collections and configs (no document objects built), each distinct config once;
+    :meth:`HookCollections.to_doc` parses these bytes.
     """
     memo: dict[int, Any] = {}
 
@@ -215,6 +202,8 @@ def collections_json_bytes(colls: HookCollections, num_workers: int) -> bytes:
 
     out: dict[str, Any] = {}
     for name, coll in colls.collections.items():
+        # smdebug's rule, whatever the user set: scalar and summary collections are saved raw,
+        # unreduced, and without histograms.
         reduction = _RAW_ONLY if name in NON_REDUCTION_COLLECTIONS else coll.reduction_config or colls.reduction_config
         # Collection.to_json_dict's keys, in its order.
         out[name] = {
