@@ -3,7 +3,8 @@
 Decisions are cached per tensor name and per set of due collections, so the per-tensor cost on
 the training thread is a dict lookup once the first step has been seen. :meth:`HookCollections.next_due`
 gives the next step at which anything is due, so the hook skips the steps in between in O(1);
-every cached decision is tied to :attr:`HookCollections.generation`, bumped by :meth:`invalidate`.
+every cached decision (the hook's per-name save decisions too) is dropped by :meth:`invalidate`,
+which bumps :attr:`HookCollections.generation` for the caches the adapters keep.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from murphy.core.collection import (
     NON_HISTOGRAM_COLLECTIONS,
@@ -77,6 +78,11 @@ class HookCollections:
         self._match_cache: dict[str, tuple[str, ...]] = {}
         self._plan_cache: dict[tuple[str, ...], SavePlan] = {}
         self._save_configs: dict[str, SaveConfig] = {}
+        # The hook's decision per tensor name while ``save_plans_due`` are the due collections
+        # (False: not saved). BaseHook._save reads both inline (the per-tensor cost of a step) and
+        # fills misses with :meth:`save_plan`; :meth:`invalidate` clears them with the rest.
+        self.save_plans: dict[str, SavePlan | Literal[False]] = {}
+        self.save_plans_due: frozenset[str] = frozenset()
         # Bumped whenever a cached decision may be stale; the hook compares it to skip steps.
         self.generation = 0
         # Called on every invalidation: the hook stops skipping steps without looking.
@@ -100,13 +106,29 @@ class HookCollections:
         self.invalidate()
 
     def invalidate(self) -> None:
-        """Drop cached matches, plans and effective save configs."""
+        """Drop cached matches, plans, save decisions and effective save configs."""
         self._match_cache.clear()
         self._plan_cache.clear()
         self._save_configs.clear()
+        self.save_plans.clear()
         self.generation += 1
         if self.on_invalidate is not None:
             self.on_invalidate()
+
+    def set_save_plans_due(self, due: frozenset[str]) -> None:
+        """Decide for ``due`` from now on: the decisions made for other due collections go."""
+        self.save_plans.clear()
+        self.save_plans_due = due
+
+    def save_plan(self, tensor_name: str) -> SavePlan | Literal[False]:
+        """How ``tensor_name`` is saved while ``save_plans_due`` are due (False: not at all),
+        remembered in ``save_plans``; the due collections that save it record the name."""
+        due_now = self.save_plans_due
+        due = tuple(c for c in self.matching(tensor_name) if c in due_now)
+        plan = self.save_plans[tensor_name] = self.plan(due) if due else False
+        for cname in due:
+            self.collections[cname].add_tensor_name(tensor_name)
+        return plan
 
     def effective_save_config(self, name: str) -> SaveConfig:
         """The collection's own save config over the hook's (unset modes inherit)."""
