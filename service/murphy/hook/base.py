@@ -15,7 +15,7 @@ import os
 import sys
 import weakref
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 from murphy.core.collection import Collection, CollectionKeys
 from murphy.core.modes import ModeKeys
@@ -26,7 +26,6 @@ from murphy.hook.backend import NumpyBackend, TensorBackend
 from murphy.hook.collections import (
     PYTORCH_COLLECTION_REGEXES,
     HookCollections,
-    SavePlan,
     collections_json_bytes,
 )
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard, guarded
@@ -137,9 +136,6 @@ class BaseHook:
         # Per mode: (collections generation, first mode step at which anything may be due).
         self._next_due: dict[ModeKeys, tuple[int, int]] = {}
         self._records: list[Record] = []
-        self._save_cache: dict[str, SavePlan | Literal[False]] = {}
-        self._save_cache_due: frozenset[str] = frozenset()
-        self._save_cache_gen = -1
         self._pending_scalars: list[tuple[str, Any]] = []
         self._saved_any = False
         self._collections_written = False
@@ -320,18 +316,14 @@ class BaseHook:
         due_now = self._due
         if not due_now or self.guard.disabled or self._closed:
             return
-        # Every step saves the same names: their decisions are kept while the due collections
-        # and the collections' generation stay the same (the per-tensor Python of a step).
-        cache = self._save_cache
-        if self._save_cache_due != due_now or self._save_cache_gen != self.collections.generation:
-            cache.clear()
-            self._save_cache_due, self._save_cache_gen = due_now, self.collections.generation
-        plan = cache.get(name)
+        # Every step saves the same names: their decisions are kept (by the collections, which
+        # drop them whenever they change) while the due collections stay the same.
+        colls = self.collections
+        if colls.save_plans_due != due_now:
+            colls.set_save_plans_due(due_now)
+        plan = colls.save_plans.get(name)
         if plan is None:
-            due = tuple(c for c in self.collections.matching(name) if c in due_now)
-            plan = cache[name] = self.collections.plan(due) if due else False
-            for cname in due:
-                self.collections.collections[cname].add_tensor_name(name)
+            plan = colls.save_plan(name)
         if plan:
             self._snapshot(name, value, plan.save_raw, plan.save_shape, plan.reductions)
 

@@ -3,7 +3,8 @@
 Decisions are cached per tensor name and per set of due collections, so the per-tensor cost on
 the training thread is a dict lookup once the first step has been seen. :meth:`HookCollections.next_due`
 gives the next step at which anything is due, so the hook skips the steps in between in O(1);
-every cached decision is tied to :attr:`HookCollections.generation`, bumped by :meth:`invalidate`.
+every cached decision (the hook's per-name save decisions too) is dropped by :meth:`invalidate`,
+which bumps :attr:`HookCollections.generation` for the caches the adapters keep.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from murphy.core.collection import (
     NON_HISTOGRAM_COLLECTIONS,
@@ -77,6 +78,11 @@ class HookCollections:
         self._match_cache: dict[str, tuple[str, ...]] = {}
         self._plan_cache: dict[tuple[str, ...], SavePlan] = {}
         self._save_configs: dict[str, SaveConfig] = {}
+        # The hook's decision per tensor name while ``save_plans_due`` are the due collections
+        # (False: not saved). BaseHook._save reads both inline (the per-tensor cost of a step) and
+        # fills misses with :meth:`save_plan`; :meth:`invalidate` clears them with the rest.
+        self.save_plans: dict[str, SavePlan | Literal[False]] = {}
+        self.save_plans_due: frozenset[str] = frozenset()
         # Bumped whenever a cached decision may be stale; the hook compares it to skip steps.
         self.generation = 0
         # Called on every invalidation: the hook stops skipping steps without looking.
@@ -100,13 +106,29 @@ class HookCollections:
         self.invalidate()
 
     def invalidate(self) -> None:
-        """Drop cached matches, plans and effective save configs."""
+        """Drop cached matches, plans, save decisions and effective save configs."""
         self._match_cache.clear()
         self._plan_cache.clear()
         self._save_configs.clear()
+        self.save_plans.clear()
         self.generation += 1
         if self.on_invalidate is not None:
             self.on_invalidate()
+
+    def set_save_plans_due(self, due: frozenset[str]) -> None:
+        """Decide for ``due`` from now on: the decisions made for other due collections go."""
+        self.save_plans.clear()
+        self.save_plans_due = due
+
+    def save_plan(self, tensor_name: str) -> SavePlan | Literal[False]:
+        """How ``tensor_name`` is saved while ``save_plans_due`` are due (False: not at all),
+        remembered in ``save_plans``; the due collections that save it record the name."""
+        due_now = self.save_plans_due
+        due = tuple(c for c in self.matching(tensor_name) if c in due_now)
+        plan = self.save_plans[tensor_name] = self.plan(due) if due else False
+        for cname in due:
+            self.collections[cname].add_tensor_name(tensor_name)
+        return plan
 
     def effective_save_config(self, name: str) -> SaveConfig:
         """The collection's own save config over the hook's (unset modes inherit)."""
@@ -174,34 +196,21 @@ class HookCollections:
         return SavePlan(raw, shape, tuple(sorted(items, key=lambda it: order[it])))
 
     def to_doc(self, num_workers: int) -> CollectionsDoc:
-        """The collections file: every known collection with its effective configs filled in."""
-        out: dict[str, Collection] = {}
-        for name, coll in self.collections.items():
-            # smdebug's rule, whatever the user set: scalar and summary collections are saved
-            # raw, unreduced, and without histograms.
-            if name in NON_REDUCTION_COLLECTIONS:
-                reduction = ReductionConfig(save_raw_tensor=True)
-            else:
-                reduction = coll.reduction_config or self.reduction_config
-            out[name] = Collection(
-                name,
-                include_regex=coll.include_regex,
-                tensor_names=coll.tensor_names,
-                reduction_config=reduction,
-                save_config=self.effective_save_config(name),
-                save_histogram=coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS,
-            )
-        return CollectionsDoc(collections=out, num_workers=num_workers)
+        """The collections file as a document: the bytes :func:`collections_json_bytes` writes,
+        parsed (one definition of what the file holds: every known collection with its effective
+        configs filled in)."""
+        return CollectionsDoc.from_json_bytes(collections_json_bytes(self, num_workers))
 
 
 _RAW_ONLY = ReductionConfig(save_raw_tensor=True)
 
 
 def collections_json_bytes(colls: HookCollections, num_workers: int) -> bytes:
-    """``colls.to_doc(num_workers).to_json_bytes()``, without building the document's objects.
+    """The collections file: every known collection with its effective configs filled in.
 
-    Written once per hook, at the round after the first save; the collections and configs the
-    document would copy are serialised straight from the hook's, each distinct config once.
+    Written once per hook, at the round after the first save: serialised straight from the
+    hook's collections and configs (no document objects built), each distinct config once;
+    :meth:`HookCollections.to_doc` parses these bytes.
     """
     memo: dict[int, Any] = {}
 
@@ -215,6 +224,8 @@ def collections_json_bytes(colls: HookCollections, num_workers: int) -> bytes:
 
     out: dict[str, Any] = {}
     for name, coll in colls.collections.items():
+        # smdebug's rule, whatever the user set: scalar and summary collections are saved raw,
+        # unreduced, and without histograms.
         reduction = _RAW_ONLY if name in NON_REDUCTION_COLLECTIONS else coll.reduction_config or colls.reduction_config
         # Collection.to_json_dict's keys, in its order.
         out[name] = {

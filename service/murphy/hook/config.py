@@ -285,20 +285,32 @@ def apply_collection_settings(hook: _HasCollections, cfg: HookConfig, *, reducti
         coll.save_histogram = settings.save_histogram
 
 
-def hook_from_config(cls: Callable[..., _H], cfg: HookConfig, **kwargs: Any) -> _H:
+def hook_from_config(
+    cls: Callable[..., _H],
+    cfg: HookConfig,
+    *,
+    save_config_of: Callable[[HookConfig], SaveConfig | None] | None = None,
+    reductions: bool = True,
+    **kwargs: Any,
+) -> _H:
     """A hook of ``cls`` (any framework's: they share smdebug's constructor) configured by a parsed
-    ``debughookconfig.json``."""
+    ``debughookconfig.json``. ``save_config_of`` gives the hook's save config (default: the file's,
+    ``cfg.save_config``) for a framework with its own default interval (XGBoost's);
+    ``reductions=False`` for a hook that saves no reductions: no ``reduction_config`` is passed to
+    it and the collections' are not applied (smdebug's XGBoost hook)."""
+    # A dict, not kwargs itself: a caller's own reduction_config stays a TypeError, as before.
+    own = {"reduction_config": cfg.reduction_config} if reductions else {}
     hook = cls(
         out_dir=cfg.out_dir,
         export_tensorboard=cfg.export_tensorboard,
         tensorboard_dir=cfg.tensorboard_dir,
-        reduction_config=cfg.reduction_config,
-        save_config=cfg.save_config,
+        save_config=cfg.save_config if save_config_of is None else save_config_of(cfg),
         include_regex=list(cfg.include_regex) or None,
         include_collections=list(cfg.include_collections),
         save_all=cfg.save_all,
         include_workers=cfg.include_workers,
+        **own,
         **kwargs,
     )
-    apply_collection_settings(hook, cfg)
+    apply_collection_settings(hook, cfg, reductions=reductions)
     return hook

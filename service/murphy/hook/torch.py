@@ -106,7 +106,7 @@ class Hook(BaseHook):
         # Only with a second core to copy on: on one core the copier adds thread switches and
         # takes nothing off the training thread's core (benchmarks/writer_throughput.py).
         if self._writes and os.environ.get("MURPHY_HOOK_DEFERRED_COPY", "1") != "0" and _has_fences() and _cores() > 1:
-            self._deferred = backend.enable_deferred()
+            self._deferred = backend.deferred_copies()
         # While a gradient hook saves: its parameter (a gradient is handed off from param.grad).
         self._grad_param: torch.nn.Parameter | None = None
         self._backward_fence_queued = False
@@ -320,6 +320,11 @@ class Hook(BaseHook):
             snap = deferred.defer(name, value)
         self._records.append(Record(name, snap, tuple(value.shape) if shape else None))
 
+    def _end_step(self) -> None:
+        if self._deferred is not None and self._records:  # its copies: done, checked, then queued
+            self._deferred.step_end()
+        super()._end_step()
+
     def close(self) -> None:
         """As :meth:`BaseHook.close`, then stop the copier thread."""
         super().close()
@@ -357,8 +362,7 @@ def _cores() -> int:
 
 def _has_fences() -> bool:
     # torch >= 2.1: the global optimizer step pre-hook and post-accumulate-grad hooks.
-    return hasattr(torch.Tensor, "register_post_accumulate_grad_hook") and hasattr(
-        torch_optimizer, "register_optimizer_step_pre_hook")
+    return hasattr(torch.Tensor, "register_post_accumulate_grad_hook") and hasattr(torch_optimizer, "register_optimizer_step_pre_hook")
 
 
 def _optimizer_fence(hook: Hook) -> Callable[..., None]:

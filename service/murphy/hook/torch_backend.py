@@ -45,14 +45,11 @@ class TorchBackend:
         # both a module's output and the next module's input. Entries keep the source alive so
         # ids stay unique, and record its version counter: an in-place change needs a new copy.
         self._step_copies: dict[int, tuple[torch.Tensor, int, _Snap]] = {}
-        #: Copies made off the training thread (murphy.hook.torch_deferred), once enabled.
-        self.deferred: DeferredCopies | None = None
 
-    def enable_deferred(self) -> DeferredCopies:
-        """Let the hook hand tensors to a copier thread instead of copying them itself."""
-        if self.deferred is None:
-            self.deferred = DeferredCopies(self._pool, _empty)
-        return self.deferred
+    def deferred_copies(self) -> DeferredCopies:
+        """A copier thread (murphy.hook.torch_deferred) for the hook, which owns it (and fences it
+        at every step's end), copying into this backend's staging buffers."""
+        return DeferredCopies(self._pool, _empty)
 
     @staticmethod
     def deferrable(value: Any) -> bool:
@@ -125,9 +122,6 @@ class TorchBackend:
 
     def fence(self) -> Callable[[], None] | None:
         self._step_copies.clear()
-        if self.deferred is not None:
-            # The step's deferred copies are complete and checked before the step is queued.
-            self.deferred.step_end()
         if not self._cuda_pending:
             return None
         self._cuda_pending = False

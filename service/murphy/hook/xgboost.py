@@ -35,7 +35,7 @@ from murphy.core.modes import ModeKeys
 from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
 from murphy.hook.base import BaseHook
-from murphy.hook.config import HookConfig, apply_collection_settings
+from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME
 from murphy.hook.writer import BackgroundWriter
 from murphy.hook.xgboost_data import DataArg, hook_data, rank_world
@@ -134,20 +134,9 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
 
     @classmethod
     def from_config(cls, cfg: HookConfig, **kwargs: Any) -> Hook:
-        """A hook configured by a parsed :class:`HookConfig` (save interval 10 unless set)."""
-        hook = cls(
-            out_dir=cfg.out_dir,
-            export_tensorboard=cfg.export_tensorboard,
-            tensorboard_dir=cfg.tensorboard_dir,
-            save_config=xgboost_save_config(cfg),
-            include_regex=list(cfg.include_regex) or None,
-            include_collections=list(cfg.include_collections),
-            save_all=cfg.save_all,
-            include_workers=cfg.include_workers,
-            **kwargs,
-        )
-        apply_collection_settings(hook, cfg, reductions=False)
-        return hook
+        """A hook configured by a parsed :class:`HookConfig` (save interval 10 unless set; no
+        reductions, as smdebug's)."""
+        return hook_from_config(cls, cfg, save_config_of=xgboost_save_config, reductions=False, **kwargs)
 
     # ---- xgboost callbacks -----------------------------------------------------------------
 

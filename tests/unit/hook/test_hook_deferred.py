@@ -17,7 +17,8 @@ import torch
 
 from murphy.hook import SaveConfig
 from murphy.hook.torch import Hook
-from murphy.hook.torch_deferred import DEFERRED, ON_THREAD
+from murphy.hook.torch_deferred import DEFERRED, ON_THREAD, DeferredSnap
+from murphy.hook.writer import BackgroundWriter, StepBatch
 from murphy.storage import open_store
 from murphy.tensorio.reader import read_index, read_tensor_record
 
@@ -57,7 +58,7 @@ def read_all(out: Path, steps: int = STEPS) -> dict[int, dict[str, np.ndarray]]:
 
 def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_none: bool = True,
         clip: bool = False, mutate_from: int | None = None, optimizer: bool = True, mutate_out_from: int | None = None,
-        expect: dict[int, dict[str, np.ndarray]] | None = None, cores: int = 2) -> Hook:
+        expect: dict[int, dict[str, np.ndarray]] | None = None, cores: int = 2, forward_only_last: bool = False) -> Hook:
     monkeypatch.setenv("MURPHY_HOOK_DEFERRED_COPY", "1" if deferred else "0")
     # The hook defers only with a second core: the tests do not depend on the machine's.
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
@@ -91,6 +92,9 @@ def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_no
             with torch.no_grad():
                 for p in model.parameters():
                     p.sub_(0.1 * p.grad)  # type: ignore[operator]
+    if forward_only_last:
+        with torch.no_grad():  # a last saved step with no backward and no optimizer: no in-step fence
+            model(torch.randn(8, 1, 8, 8, generator=gen))
     hook.close()
     return hook
 
@@ -206,3 +210,21 @@ def test_a_changed_tensor_saved_under_two_names_is_left_out_under_both(
     assert_same(deferred, on_thread)
     assert hook._deferred is not None and hook._deferred.invalidated == 1
     assert all(hook._deferred.state[n] == ON_THREAD for n in names)
+
+
+def test_every_step_is_fenced_before_it_is_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The step's end is the only fence of a forward-only step: its deferred copies must be done
+    # and checked (the fence drops each snap's source) before the writer may see them.
+    unfenced: list[tuple[int, str]] = []
+    submit = BackgroundWriter.submit_step
+
+    def checked(self: BackgroundWriter, batch: StepBatch) -> None:
+        unfenced.extend((batch.step, r.name) for r in batch.records
+                        if isinstance(r.snap, DeferredSnap) and r.snap.src is not None)
+        submit(self, batch)
+
+    monkeypatch.setattr(BackgroundWriter, "submit_step", checked)
+    hook = run(tmp_path, deferred=True, monkeypatch=monkeypatch, forward_only_last=True)
+    assert hook._deferred is not None and hook._deferred.copied_off_thread + hook._deferred.copied_on_thread > 0
+    assert "fc2_output_0" in read_all(tmp_path, STEPS + 1)[STEPS]  # the forward-only step was written
+    assert unfenced == []

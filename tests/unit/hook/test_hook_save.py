@@ -46,6 +46,22 @@ def test_interval_save_steps_union_and_exclusive_end(tmp_path: Path) -> None:
     assert sorted(saved(tmp_path)) == [1, 2, 4, 8]  # 0 < start, 12 == end (exclusive)
 
 
+def test_a_collection_changed_mid_step_redecides_names_already_seen(tmp_path: Path) -> None:
+    # The per-name decisions live in the collections: changing one drops them at once.
+    hook = BaseHook(tmp_path, save_config=SaveConfig(save_interval=1), include_collections=["weights"])
+    value = np.ones((2, 2), dtype=np.float32)
+    hook._begin_step()
+    hook._save("custom_x", value)  # decided: not saved
+    hook.add_to_collection("weights", "custom_x")
+    hook._save("custom_x", value)
+    hook._begin_step()
+    hook._save("custom_x", value)
+    hook.get_collection("weights").tensor_names.discard("custom_x")
+    hook._save("custom_x", value)  # no longer a member: not saved again at this step
+    hook.close()
+    assert saved(tmp_path) == {0: ("GLOBAL", 0, ["custom_x"]), 1: ("GLOBAL", 1, ["custom_x"])}
+
+
 def test_modes_count_separately_and_eval_skips_gradients(tmp_path: Path) -> None:
     hook = BaseHook(tmp_path, save_config=SaveConfig(save_interval=2), include_collections=["weights", "gradients"])
     modes = [ModeKeys.TRAIN, ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.EVAL]
