@@ -143,7 +143,9 @@ class BackgroundWriter:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued so far is written (or dropped after an error)."""
-        if self._thread is None:
+        if self._thread is None or self._closed:
+            # Closed: close() flushed everything and the thread is gone, so nothing would ever
+            # answer a flush queued now (hook.flush() after training ended used to hang).
             return True
         done = threading.Event()
         self._put(_Flush(done), force=True)

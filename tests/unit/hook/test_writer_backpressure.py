@@ -201,3 +201,19 @@ def test_local_put_skips_a_stale_temp_name(tmp_path: Path, monkeypatch: pytest.M
     store.put("d/y", b"new")
     assert store.get("d/y") == b"new"
     assert (tmp_path / "d" / f"y.{os.getpid()}-{nxt + 1}.tmp").read_bytes() == b"stale"
+
+
+def test_flush_after_close_returns_at_once(tmp_path: Path) -> None:
+    """A script calling hook.flush() after training closed the hook (XGBoost's after_training
+    does) must not wait for a writer thread that is gone: it hung forever before."""
+    hook = Hook(out_dir=str(tmp_path / "out"), save_config=SaveConfig(save_interval=1), include_collections=["weights"])
+    model = torch.nn.Linear(2, 1)
+    hook.register_module(model)
+    model(torch.ones(1, 2))
+    hook.close()
+    done: list[bool] = []
+    t = threading.Thread(target=lambda: done.append(hook.flush()), daemon=True)
+    t.start()
+    t.join(10)
+    assert done == [True]
+    assert create_trial(str(tmp_path / "out")).steps() == [0]
