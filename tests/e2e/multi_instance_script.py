@@ -37,8 +37,13 @@ with open(os.path.join(config_dir, "resourceconfig.json")) as f:
     resource_config = json.load(f)
 names = ("SM_HOSTS", "SM_CURRENT_HOST", "SM_NUM_CPUS", "SM_NUM_GPUS", "SM_RESOURCE_CONFIG", "SM_TRAINING_ENV",
          "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+aliases = None
+if os.environ.get("HOSTALIASES"):  # on Kubernetes, the toolkit's map of the host names (glibc)
+    with open(os.environ["HOSTALIASES"]) as f:
+        aliases = f.read()
 print("CONTRACT " + json.dumps({"rank": rank, "world": world, "resourceconfig": resource_config,
-                                "hostname": socket.gethostname(), "env": {k: os.environ.get(k) for k in names}}),
+                                "hostname": socket.gethostname(), "env": {k: os.environ.get(k) for k in names},
+                                "hostaliases": aliases}),
       flush=True)
 
 torch.manual_seed(0)

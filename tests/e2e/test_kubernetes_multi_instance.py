@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from test_kubernetes_runtime_e2e import cluster, murphy_jobs, start, watch  # no
 
 from murphy.runtimes.kubernetes_fake import FakeCluster
 from murphy.trial import create_trial
+from sourcetar import train_py_tarball
 
 
 def two_host_request(name: str, bucket: str, **hps: str) -> dict[str, Any]:
@@ -35,7 +37,7 @@ def two_host_request(name: str, bucket: str, **hps: str) -> dict[str, Any]:
     to this venv's Python (torch, murphy)."""
     from murphy.storage import open_store
 
-    open_store(f"s3://{bucket}").put("src/multi.tar.gz", multi.source_tarball())
+    open_store(f"s3://{bucket}").put("src/multi.tar.gz", train_py_tarball(multi.SCRIPT.read_text()))
     body = multi.request_body(name, f"s3://{bucket}/src/multi.tar.gz", **hps)
     body = json.loads(json.dumps(body).replace('s3://murphy-e2e/', f"s3://{bucket}/"))
     body["Environment"] = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -104,6 +106,12 @@ def test_two_pods_nan_on_rank_1_is_found_and_both_are_stopped(make_server: Any, 
         assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == (str(i), "2", "0")
         # torchrun's rendezvous at algo-1's pod, by its name through the headless Service.
         assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == (f"{job_name}-0.{job_name}", "7777")
+        # algo-<k> resolves for the program through HOSTALIASES: each host's pod, fully qualified
+        # with the tail of this pod's own FQDN (the fake kubelet's hosts file, as the kubelet's).
+        tail = r"\.[a-z0-9-]+\.svc\.cluster\.local"
+        job = re.escape(job_name)
+        assert re.fullmatch(f"algo-1 {job}-0\\.{job}{tail}\nalgo-2 {job}-1\\.{job}{tail}\n",
+                            c["hostaliases"] or ""), c["hostaliases"]
 
 
 @pytest.mark.slow

@@ -87,3 +87,28 @@ def host_environment(environ: Mapping[str, str], host: str, resource_config: Map
         if mine != training_env:
             out["SM_TRAINING_ENV"] = _env_value(mine)
     return out
+
+
+def host_aliases(cluster: Mapping[str, Any] | None, host: str, fqdn: str) -> str | None:
+    """glibc's ``HOSTALIASES`` file that makes every host name resolve in a Kubernetes pod.
+
+    The pods are ``<job>-<i>.<job>`` under the namespace's domain (``cluster.addresses``); no DNS
+    knows ``algo-<k>``, so a script dialling ``SM_HOSTS[0]`` itself could not resolve it. glibc
+    looks a dot-less name up in the ``HOSTALIASES`` file before asking DNS, and asks for the alias
+    as it is written (no search domains), so each line maps a host to its pod's fully qualified
+    name: the pod's address plus what follows this pod's own address in its FQDN
+    (``<ns>.svc.<cluster domain>``, from the hosts file the kubelet writes). None where the host
+    comes from no completion index, or this pod's FQDN does not end in its own address (it is not
+    a pod of the job's headless Service): nothing to map then.
+    """
+    addresses = (cluster or {}).get("addresses")
+    if not isinstance(addresses, dict) or not (cluster or {}).get("host_index_env"):
+        return None
+    own = addresses.get(host)
+    if not isinstance(own, str) or not fqdn.startswith(own + ".") or len(fqdn) == len(own) + 1:
+        return None
+    tail = fqdn[len(own) + 1:]
+    lines = [f"{name} {address}.{tail}\n" for name, address in addresses.items()
+             if isinstance(name, str) and isinstance(address, str) and "." not in name]
+    return "".join(lines) or None
+

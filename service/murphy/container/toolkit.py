@@ -13,8 +13,10 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from types import FrameType
@@ -246,6 +248,23 @@ class Toolkit:
         if changed:
             log(f"this host is {host}: {', '.join(sorted(changed))} set for it")
             self.program_env.update(changed)
+        self._alias_hosts(cluster, host)
+
+    def _alias_hosts(self, cluster: dict[str, Any] | None, host: str) -> None:
+        # Kubernetes: algo-<k> resolves for the program through HOSTALIASES (hostenv.host_aliases);
+        # a user's own HOSTALIASES is kept. Not being able to write it costs only the names.
+        aliases = hostenv.host_aliases(cluster, host, socket.getfqdn()) if "HOSTALIASES" not in os.environ else None
+        if not aliases:
+            return
+        path = os.path.join(tempfile.gettempdir(), "murphy-hostaliases")
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(aliases)
+        except OSError as e:
+            log(f"cannot write {path} ({e}): the job's host names will not resolve by name here")
+            return
+        self.program_env["HOSTALIASES"] = path
+        log(f"host names resolve through {path} (HOSTALIASES): {aliases.strip().replace(chr(10), '; ')}")
 
     # ---- the whole run ---------------------------------------------------------------------
 

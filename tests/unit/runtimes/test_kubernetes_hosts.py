@@ -194,3 +194,31 @@ def test_render_prints_what_the_runtime_creates_for_several_hosts(tmp_path: Path
         assert have["metadata"]["annotations"] == want["metadata"]["annotations"], want["kind"]
         for key in ("data", "spec"):
             assert have.get(key) == want.get(key), (want["kind"], key)
+
+
+def test_every_host_name_resolves_in_a_pod_through_hostaliases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """algo-<k> is no DNS name on a cluster: the toolkit maps each host to its pod's fully
+    qualified name in a HOSTALIASES file for the program (glibc asks DNS for the alias as given)."""
+    from murphy.container import hostenv
+
+    name = kn.training_name("rid", plan(3))
+    cluster = kh.cluster_doc("rid", plan(3))
+    fqdn = f"{name}-1.{name}.team-a.svc.cluster.example"
+    expected = "".join(f"algo-{k + 1} {name}-{k}.{name}.team-a.svc.cluster.example\n" for k in range(3))
+    assert hostenv.host_aliases(cluster, "algo-2", fqdn) == expected
+    # Not a pod of the job's Service, or no completion index (process, Docker): nothing to map.
+    assert hostenv.host_aliases(cluster, "algo-2", "laptop.local") is None
+    assert hostenv.host_aliases(cluster, "algo-2", f"{name}-1.{name}") is None
+    assert hostenv.host_aliases({**cluster, "host_index_env": None}, "algo-2", fqdn) is None
+    # The toolkit writes it and points the program at it; a user's own HOSTALIASES wins.
+    monkeypatch.setattr("socket.getfqdn", lambda *a: fqdn)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.delenv("HOSTALIASES", raising=False)
+    toolkit = Toolkit(OptMl(str(tmp_path / "opt" / "ml")))
+    toolkit._alias_hosts(cluster, "algo-2")
+    assert toolkit.program_env["HOSTALIASES"] == str(tmp_path / "murphy-hostaliases")
+    assert (tmp_path / "murphy-hostaliases").read_text() == expected
+    monkeypatch.setenv("HOSTALIASES", "/home/me/aliases")
+    mine = Toolkit(OptMl(str(tmp_path / "opt" / "ml")))
+    mine._alias_hosts(cluster, "algo-2")
+    assert "HOSTALIASES" not in mine.program_env
