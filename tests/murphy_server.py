@@ -24,6 +24,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def listens(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds the socket listening on 127.0.0.1:``port``; None where /proc
+    cannot tell. Parallel test runs race for free ports: the server answering /healthz on a port
+    may be another run's, while this one is about to fail to bind it."""
+    try:
+        mine = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    mine.add(target[len("socket:["):-1])
+        with open("/proc/net/tcp", encoding="ascii") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    return fields[9] in mine
+        return False
+    except OSError:
+        return None
+
+
+class PortTaken(RuntimeError):
+    """The server could not bind its port (another process took it after free_port())."""
+
+
 @dataclass
 class MurphyServer:
     data_dir: Path
@@ -47,11 +73,14 @@ class MurphyServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"murphy server exited with {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
+                tail = self.log_path.read_text()[-3000:]
+                kind = PortTaken if "address already in use" in tail.lower() else RuntimeError
+                raise kind(f"murphy server exited with {self.proc.returncode}:\n{tail}")
             try:
                 with urllib.request.urlopen(f"{self.endpoint}/healthz", timeout=1) as r:
-                    if r.status == 200:
+                    if r.status == 200 and listens(self.proc.pid, self.port) is not False:
                         return
+                time.sleep(0.1)  # another process's server answers on this port: ours will exit
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError(f"murphy server did not become healthy:\n{self.log_path.read_text()[-3000:]}")
@@ -138,6 +167,12 @@ def server_factory(tmp_path: Path) -> Iterator[MakeServer]:
             log_path=tmp_path / f"server-{len(started)}.log",
         )
         started.append(server)
+        for _ in range(3):
+            try:
+                server.start()
+                return server
+            except PortTaken:
+                server.port = free_port()  # taken by a parallel run between free_port() and the bind
         server.start()
         return server
 
