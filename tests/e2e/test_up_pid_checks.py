@@ -9,17 +9,17 @@ from pathlib import Path
 
 LIB = Path(__file__).resolve().parents[2] / "infra" / "compose" / "lib.sh"
 
-# A shell that becomes `sleep 30` only after 1 s (a fork that has not exec'd yet), and what
+# A shell that becomes `sleep 30` only after 2 s (a fork that has not exec'd yet), and what
 # live_pid and pid_starting say before the exec, after it, once it is killed, and for a PID that
 # does not exist. The pattern comes from $N: the script's text is the fork's command line.
 SCRIPT = r"""
 source "$LIB"
-( sleep 1; exec sleep "$N" ) &
+( sleep 2; exec sleep "$N" ) &
 echo $! >"$STATE/x.pid"
 check() { live_pid "$STATE/x.pid" "sleep $N" >/dev/null && echo -n live || echo -n notlive
           pid_starting "$STATE/x.pid" && echo " starting" || echo " notstarting"; }
 check
-for _ in $(seq 1 50); do live_pid "$STATE/x.pid" "sleep $N" >/dev/null && break; sleep 0.1; done
+for _ in $(seq 1 100); do live_pid "$STATE/x.pid" "sleep $N" >/dev/null && break; sleep 0.1; done
 check
 kill "$(cat "$STATE/x.pid")"; wait 2>/dev/null || true
 check
