@@ -111,4 +111,3 @@ def host_aliases(cluster: Mapping[str, Any] | None, host: str, fqdn: str) -> str
     lines = [f"{name} {address}.{tail}\n" for name, address in addresses.items()
              if isinstance(name, str) and isinstance(address, str) and "." not in name]
     return "".join(lines) or None
-

@@ -66,6 +66,8 @@ _log = logging.getLogger(LOGGER_NAME)
 K = CollectionKeys
 # Rounds that save only these (the default, ``metrics``) can replay the previous round's plan.
 _METRIC_COLLECTIONS = frozenset({K.METRICS, K.LOSSES})
+
+
 class Hook(BaseHook, xgboost.callback.TrainingCallback):
     """smdebug's XGBoost hook: ``xgboost.train(params, dtrain, callbacks=[hook])``."""
 

@@ -34,7 +34,6 @@ _pid = os.getpid()
 _KNOWN_DIRS_MAX = 4096
 
 
-
 def _reset_pid() -> None:
     global _pid
     _pid = os.getpid()
