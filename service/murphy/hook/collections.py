@@ -19,7 +19,6 @@ from murphy.core.collection import (
     NON_REDUCTION_COLLECTIONS,
     Collection,
     CollectionKeys,
-    CollectionsDoc,
 )
 from murphy.core.modes import ModeKeys
 from murphy.core.reduction_config import ReductionConfig
@@ -195,13 +194,6 @@ class HookCollections:
         order = {(op, a): i for i, (op, a) in enumerate(_write_order(items))}
         return SavePlan(raw, shape, tuple(sorted(items, key=lambda it: order[it])))
 
-    def to_doc(self, num_workers: int) -> CollectionsDoc:
-        """The collections file as a document: the bytes :func:`collections_json_bytes` writes,
-        parsed (one definition of what the file holds: every known collection with its effective
-        configs filled in)."""
-        return CollectionsDoc.from_json_bytes(collections_json_bytes(self, num_workers))
-
-
 _RAW_ONLY = ReductionConfig(save_raw_tensor=True)
 
 
@@ -209,8 +201,8 @@ def collections_json_bytes(colls: HookCollections, num_workers: int) -> bytes:
     """The collections file: every known collection with its effective configs filled in.
 
     Written once per hook, at the round after the first save: serialised straight from the
-    hook's collections and configs (no document objects built), each distinct config once;
-    :meth:`HookCollections.to_doc` parses these bytes.
+    hook's collections and configs (no document objects built), each distinct config once:
+    the bytes of the :class:`~murphy.core.collection.CollectionsDoc` of those collections.
     """
     memo: dict[int, Any] = {}
 

@@ -15,10 +15,16 @@ if os.environ.get("CI"):
 else:
     pytest.importorskip("xgboost")
 
+from murphy.core.collection import (
+    NON_HISTOGRAM_COLLECTIONS,
+    NON_REDUCTION_COLLECTIONS,
+    Collection,
+    CollectionsDoc,
+)
 from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
 from murphy.hook.base import BaseHook
-from murphy.hook.collections import collections_json_bytes
+from murphy.hook.collections import HookCollections, collections_json_bytes
 from murphy.hook.xgboost import Hook
 from murphy.storage.local import LocalObjectStore
 from murphy.tensorio.reader import read_event_file
@@ -65,6 +71,20 @@ def test_float_metrics_write_what_numpy_scalars_write(tmp_path: Path, kw: dict[s
         assert a.get(key) == b.get(key), key
 
 
+def _expected_doc(colls: HookCollections, num_workers: int) -> CollectionsDoc:
+    """The collections file as the document model builds it (the oracle of the fast serialiser):
+    every collection with its effective configs, smdebug's rule for scalar and summary ones."""
+    out = {}
+    for name, coll in colls.collections.items():
+        raw_only = name in NON_REDUCTION_COLLECTIONS
+        out[name] = Collection(
+            name, include_regex=coll.include_regex, tensor_names=coll.tensor_names,
+            reduction_config=ReductionConfig(save_raw_tensor=True) if raw_only else coll.reduction_config or colls.reduction_config,
+            save_config=colls.effective_save_config(name),
+            save_histogram=coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS)
+    return CollectionsDoc(collections=out, num_workers=num_workers)
+
+
 def test_the_collections_file_is_the_documents_json(tmp_path: Path) -> None:
     hook = BaseHook(out_dir=str(tmp_path / "a"), reduction_config=ReductionConfig(reductions=["mean"]),
                     include_collections=["weights", "custom"], save_config=SaveConfig(save_interval=7))
@@ -73,10 +93,15 @@ def test_the_collections_file_is_the_documents_json(tmp_path: Path) -> None:
     hook.get_collection("custom").reduction_config = ReductionConfig(norms=["l2"], save_shape=True)
     hook.get_collection("weights").add_tensor_name("fc.weight")
     hook.get_collection("custom").save_histogram = False
+    hook.get_collection("losses").reduction_config = ReductionConfig(reductions=["max"])  # ignored: scalars are raw
     for workers in (1, 4):
-        assert collections_json_bytes(hook.collections, workers) == hook.collections.to_doc(workers).to_json_bytes()
+        data = collections_json_bytes(hook.collections, workers)
+        assert data == _expected_doc(hook.collections, workers).to_json_bytes()
+        read = CollectionsDoc.from_json_bytes(data).collections  # what the trial's reader makes of it
+        assert read["custom"].save_config == SaveConfig(save_steps=[1, 2]).merge_default(SaveConfig(save_interval=7))
+        assert read["losses"].reduction_config == ReductionConfig(save_raw_tensor=True)
     xgb_hook = Hook(out_dir=str(tmp_path / "b"), include_collections=["feature_importance", "trees"])
-    assert collections_json_bytes(xgb_hook.collections, 1) == xgb_hook.collections.to_doc(1).to_json_bytes()
+    assert collections_json_bytes(xgb_hook.collections, 1) == _expected_doc(xgb_hook.collections, 1).to_json_bytes()
     hook.close()
     xgb_hook.close()
 
