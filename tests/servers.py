@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from murphy.core.ports import free_port
 
 REGION = "us-east-1"
 SEAWEED_ACCESS_KEY = "murphytest"
@@ -73,12 +74,6 @@ class S3Server:
                 self.process.wait(timeout=5)
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _bin(name: str) -> str:

@@ -4,7 +4,6 @@ trial dumps by either implementation, S3 downloads."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -12,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import trial_dump
+
+from murphy.core.ports import free_port
 
 COMPAT_DIR = Path(__file__).resolve().parent
 REPO = COMPAT_DIR.parents[1]
@@ -40,12 +41,6 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _check(proc: subprocess.CompletedProcess[str] | subprocess.Popen[str], out: str, what: str) -> None:
     if proc.returncode != 0:
         raise AssertionError(f"{what} exited {proc.returncode}:\n{out[-6000:]}")
@@ -53,7 +48,7 @@ def _check(proc: subprocess.CompletedProcess[str] | subprocess.Popen[str], out: 
 
 def train(side: str, python: str, out_dir: str, truth_dir: Path, env: dict[str, str], timeout: float = 240) -> None:
     """Run tests/compat/workload.py as WORKERS gloo ranks with ``side``'s hook."""
-    port = str(_free_port())
+    port = str(free_port())
     procs = []
     for rank in range(WORKERS):
         wenv = dict(env, RANK=str(rank), WORLD_SIZE=str(WORKERS), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)

@@ -11,15 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from murphy.core.ports import free_port
 from murphy.storage import gateway
 from murphy.storage.s3 import S3ObjectStore
 from servers import S3Server
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -28,7 +23,7 @@ def chain(tmp_path: Path, s3_server: S3Server) -> Iterator[str]:
     url = urllib.parse.urlsplit(s3_server.endpoint_url)
     sock = str(tmp_path / "s3.sock")
     host_side = gateway.serve_unix(sock, url.hostname or "127.0.0.1", url.port or 80)
-    port = _free_port()
+    port = free_port()
     inner = gateway.serve_loopback(port, sock)
     yield f"http://127.0.0.1:{port}"
     inner.close()
@@ -69,9 +64,9 @@ def test_s3_round_trip_through_the_gateway(chain: str, s3_server: S3Server) -> N
 
 def test_unreachable_endpoint_closes_the_client_connection(tmp_path: Path) -> None:
     sock = str(tmp_path / "s3.sock")
-    dead = _free_port()  # nothing listens there
+    dead = free_port()  # nothing listens there
     host_side = gateway.serve_unix(sock, "127.0.0.1", dead)
-    port = _free_port()
+    port = free_port()
     inner = gateway.serve_loopback(port, sock)
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as c:

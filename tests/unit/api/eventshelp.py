@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -18,14 +17,9 @@ from apihelp import ACCOUNT, REGION, Plane, make_plane, training_request
 from fastapi import FastAPI
 
 from murphy.api.app import create_app
+from murphy.core.ports import free_port
 from murphy.events.bus import EventBus
 from murphy.jobs.events import events_for
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
