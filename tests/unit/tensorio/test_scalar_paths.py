@@ -56,10 +56,18 @@ def test_the_index_file_is_json_dumps_of_its_object(seed: int) -> None:
     assert StepIndex.from_json_bytes(data) == index
 
 
-def test_a_new_step_directory_is_one_mkdir_and_a_deleted_one_is_made_again(tmp_path: Path) -> None:
+def test_a_new_step_directory_is_one_mkdir_and_a_deleted_one_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = LocalObjectStore(tmp_path / "run")
     store.put("events/000000000000/000000000000_worker_0.tfevents", b"a")
-    store.put("events/000000000010/000000000010_worker_0.tfevents", b"b")
+    calls: list[str] = []
+    real_mkdir, real_stat = os.mkdir, os.stat
+    monkeypatch.setattr(os, "mkdir", lambda p, *a, **k: (calls.append(f"mkdir {p}"), real_mkdir(p, *a, **k))[1])
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: (calls.append(f"stat {p}"), real_stat(p, *a, **k))[1])
+    store.put("events/000000000010/000000000010_worker_0.tfevents", b"b")  # its parent is known
+    assert calls == [f"mkdir {tmp_path / 'run' / 'events' / '000000000010'}"]
+    monkeypatch.undo()
     store.put("index/000000000/000000000000_worker_0.json", b"{}")
     assert store.get("events/000000000010/000000000010_worker_0.tfevents") == b"b"
     # Directories the store knows, deleted behind its back: the put makes them again.
