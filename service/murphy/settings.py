@@ -12,6 +12,9 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+#: The runtimes with a host cap of their own (``max_instances_<runtime>``).
+_CAPPED_RUNTIMES = ("process", "docker", "fake", "kubernetes")
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MURPHY_", extra="ignore", frozen=True)
@@ -164,11 +167,18 @@ class Settings(BaseSettings):
     #: How often retention is applied.
     event_prune_interval_s: float = 3600.0
 
+    def _capped(self, runtime: str | None) -> str:
+        # The runtime whose cap applies: its own, else the process runtime's.
+        name = runtime or self.runtime
+        return name if name in _CAPPED_RUNTIMES else "process"
+
     def max_instances(self, runtime: str | None = None) -> int:
         """The host cap of ``runtime`` (default: the configured one)."""
-        return {"process": self.max_instances_process, "docker": self.max_instances_docker,
-                "fake": self.max_instances_fake, "kubernetes": self.max_instances_kubernetes,
-                }.get(runtime or self.runtime, self.max_instances_process)
+        return int(getattr(self, f"max_instances_{self._capped(runtime)}"))
+
+    def max_instances_variable(self, runtime: str | None = None) -> str:
+        """The environment variable that sets :meth:`max_instances` of ``runtime``."""
+        return f"MURPHY_MAX_INSTANCES_{self._capped(runtime).upper()}"
 
     @property
     def resolved_database_url(self) -> str:

@@ -119,12 +119,11 @@ class JobService:
         cap = self.settings.max_instances(getattr(self.runtime, "name", None))
         if isinstance(count, int) and count > cap:
             runtime = getattr(self.runtime, "name", self.settings.runtime)
-            # The variable the cap came from (a runtime without its own setting uses the process one's).
-            var = runtime if runtime in ("process", "docker", "fake", "kubernetes") else "process"
             where = "its pods are the cluster's" if runtime == "kubernetes" else "every host runs on this machine"
             raise ValidationException(
                 f"ResourceConfig.InstanceCount {count} exceeds the limit of {cap} hosts per job on murphy's "
-                f"{runtime} runtime ({where}); ask for at most {cap}, or raise MURPHY_MAX_INSTANCES_{var.upper()}.")
+                f"{runtime} runtime ({where}); ask for at most {cap}, or raise "
+                f"{self.settings.max_instances_variable(runtime)}.")
 
     def _get(self, name: str, account: str | None = None) -> JobRecord:
         """The record; another account's job is exactly as missing as one that does not exist."""

@@ -143,6 +143,10 @@ def test_caps_per_runtime_default_and_configured() -> None:
     s = Settings()
     assert (s.max_instances("process"), s.max_instances("docker")) == (4, 8)
     assert Settings(max_instances_docker=16).max_instances("docker") == 16
+    assert (s.max_instances("kubernetes"), s.max_instances_variable("kubernetes")) == (64, "MURPHY_MAX_INSTANCES_KUBERNETES")
+    # A runtime without a cap of its own has the process runtime's, and says which variable that is.
+    custom = Settings(max_instances_process=3)
+    assert (custom.max_instances("other"), custom.max_instances_variable("other")) == (3, "MURPHY_MAX_INSTANCES_PROCESS")
     with pytest.raises(ValueError):
         Settings(max_instances_process=0)
 
