@@ -36,7 +36,7 @@ from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.torch_backend import TorchBackend
-from murphy.hook.torch_deferred import DeferredCopies
+from murphy.hook.torch_deferred import DeferredCopies, deferral_possible
 from murphy.hook.writer import Record
 from murphy.storage import ObjectStore
 
@@ -102,10 +102,8 @@ class Hook(BaseHook):
             out_dir, dry_run, reduction_config, save_config, include_regex, include_collections,
             save_all, include_workers, backend=backend, rank=rank, world_size=world, **kwargs,
         )
-        # Snapshot copies off the training thread (murphy.hook.torch_deferred); "0" turns it off.
-        # Only with a second core to copy on: on one core the copier adds thread switches and
-        # takes nothing off the training thread's core (benchmarks/writer_throughput.py).
-        if self._writes and os.environ.get("MURPHY_HOOK_DEFERRED_COPY", "1") != "0" and _has_fences() and _cores() > 1:
+        # Snapshot copies off the training thread, where they can help (torch_deferred.deferral_possible).
+        if self._writes and deferral_possible():
             self._deferred = backend.deferred_copies()
         # While a gradient hook saves: its parameter (a gradient is handed off from param.grad).
         self._grad_param: torch.nn.Parameter | None = None
@@ -350,19 +348,6 @@ class Hook(BaseHook):
         if isinstance(value, torch.Tensor) and value.numel() == 0:
             return
         self._save(name, value)
-
-
-def _cores() -> int:
-    """CPU cores this process may run on (its affinity mask, where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def _has_fences() -> bool:
-    # torch >= 2.1: the global optimizer step pre-hook and post-accumulate-grad hooks.
-    return hasattr(torch.Tensor, "register_post_accumulate_grad_hook") and hasattr(torch_optimizer, "register_optimizer_step_pre_hook")
 
 
 def _optimizer_fence(hook: Hook) -> Callable[..., None]:
