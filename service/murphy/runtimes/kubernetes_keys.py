@@ -78,17 +78,20 @@ class PodKeys:
             self.api.delete("Secret", name, propagation="Background")
 
     def revoke(self, d: Mapping[str, Any]) -> None:
-        """Revoke the key of a handle's pods: the one it recorded and the one its Secret names."""
+        """Revoke the key of a handle's pods. A launch's handle records the key's id (the one its
+        Secret names: :meth:`ensure` returns the Secret's own), so no request is made for it; a
+        handle without one (:meth:`discard`'s, the reconciler's from ``list_containers``) gets it
+        from its Secret's annotation, one GET."""
         if self.credentials is None:
             return
-        ids = {d.get("s3_access_key_id")}
-        if d.get("secret"):
+        key_id = d.get("s3_access_key_id")
+        if not key_id and d.get("secret"):
             try:
-                ids.add(key_id_of(self.api.get("Secret", str(d["secret"]))))
-            except KubernetesError as e:  # the recorded id is revoked anyway; the key expires by itself
+                key_id = key_id_of(self.api.get("Secret", str(d["secret"])))
+            except KubernetesError as e:  # nothing to revoke by name: the key expires by itself
                 log.warning("kubernetes: cannot read Secret %s to revoke its key: %s", d["secret"], e)
-        for key_id in sorted(i for i in ids if i):
-            self.credentials.revoke(key_id)
+        if key_id:
+            self.credentials.revoke(str(key_id))
 
     def close(self) -> None:
         if self.credentials is not None:

@@ -105,6 +105,23 @@ def test_remove_revokes_the_key_and_a_rule_s_secret_goes(tmp_path: Path) -> None
     rt.remove(ht)  # idempotent
 
 
+def test_remove_revokes_the_recorded_key_without_reading_the_secret(tmp_path: Path) -> None:
+    # The handle records the key's id: remove revokes it without a GET of the Secret; a handle
+    # without one (the reconciler's) reads it from the Secret, once.
+    api, clock = FakeKubeApi(), Clock()
+    rt = runtime(tmp_path, api, clock)
+    ht, hr = rt.launch(training()), rt.launch(rule(0))
+    api.calls.clear()
+    rt.remove(hr)
+    assert set(keys(tmp_path).values()) == {"job-1-training"}
+    assert not [c for c in api.calls if c[:2] == ("get", "Secret")], api.calls
+    found = {f.container_name: f.handle for f in rt.list_containers("job-1")}
+    api.calls.clear()
+    rt.remove(found["job-1-training"])
+    assert keys(tmp_path) == {}
+    assert [c[:3] for c in api.calls if c[:2] == ("get", "Secret")] == [("get", "Secret", ht.data["secret"])]
+
+
 def test_a_restarted_murphy_revokes_from_the_handle_or_from_what_it_finds(tmp_path: Path) -> None:
     api, clock = FakeKubeApi(), Clock()
     first = runtime(tmp_path, api, clock)
