@@ -1,25 +1,23 @@
 """Whole-step queries of a trial: the write order of a step, and smdebug's ``inputs`` /
 ``labels`` / ``predictions`` (every matching tensor's value at one step).
 
-Functions over a :class:`~murphy.trial.trial.Trial`, which exposes them as methods. ``inputs``
-/ ``labels`` / ``predictions`` read only the public reader API (:class:`StepReader`), so one
+:class:`StepQueries` gives them to :class:`~murphy.trial.trial.Trial` as methods. ``inputs`` /
+``labels`` / ``predictions`` read only the public reader API (:class:`StepReader`), so one
 worker's :class:`~murphy.trial.worker_view.WorkerView` answers them with the same code, over
-what that worker saved; ``write_order`` reads the trial's step map.
+what that worker saved; ``write_order`` reads the trial's per-worker files (``Trial.files_at``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from murphy.core.collection import Collection, CollectionKeys
 from murphy.core.modes import ModeKeys, as_mode
-
-if TYPE_CHECKING:
-    from murphy.trial.trial import Trial
+from murphy.trial.tables import TableView
 
 Array = np.ndarray[Any, Any]
 
@@ -42,20 +40,25 @@ class StepReader(Protocol):
     def tensor(self, tname: str, /) -> StepTensor: ...
 
 
+class FilesReader(Protocol):
+    """What ``write_order`` reads: a trial's per-worker index files at a step."""
+
+    def maybe_refresh(self, name: str | None = ...) -> None: ...
+
+    def files_at(self, step: int, mode: ModeKeys = ...) -> Mapping[str, tuple[str, TableView]]: ...
+
+
 def suffix_number(name: str) -> int:
     """smdebug's ``_tensor_name_sorter``: the number after the last ``_`` (0 if none)."""
     tail = name.rsplit("_", 1)[-1] if re.match(r".+_\d+", name) else "0"
     return int(tail) if tail.isdigit() else 0
 
 
-def write_order(trial: Trial, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
-    """Names saved at ``step`` in the order the hook wrote them (see :meth:`Trial.write_order`)."""
+def write_order(trial: FilesReader, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
+    """Names saved at ``step`` in the order the hook wrote them (see :meth:`StepQueries.write_order`)."""
     mode = as_mode(mode)
     trial.maybe_refresh()
-    g = trial._book.global_step(mode, step)
-    files = trial._step_files.get(g) if g is not None else None
-    if not files:
-        return []
+    files = trial.files_at(step, mode)
     seen: dict[str, None] = {}
     for worker in sorted(files):
         seen.update(dict.fromkeys(files[worker][1].slots))
@@ -79,3 +82,31 @@ def labels(reader: StepReader, step: int, mode: ModeKeys) -> list[Array]:
 
 def predictions(reader: StepReader, step: int, mode: ModeKeys) -> list[Array]:
     return _values_of(reader, reader.tensor_names(step=step, mode=mode, regex="predictions*"), step, mode)
+
+
+class StepQueries:
+    """smdebug's whole-step methods, for :class:`~murphy.trial.trial.Trial` (``write_order``: a
+    :class:`FilesReader`) and any :class:`StepReader` (``inputs`` / ``labels`` / ``predictions``:
+    a WorkerView too)."""
+
+    def write_order(self: FilesReader, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
+        """Names saved at ``step`` in the order the hook wrote them (murphy extension).
+
+        Within a step the hook writes parameters, then layer inputs/outputs in forward order,
+        then the loss, then gradients as backward produces them: write order is the order of
+        computation, so the first bad tensor in it is where a NaN cascade started. Workers are
+        taken in name order; a name appears once, at its first write.
+        """
+        return write_order(self, step, mode)
+
+    def inputs(self: StepReader, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
+        """Values of the ``inputs`` collection's tensors at the step, by name."""
+        return inputs(self, step, mode)
+
+    def labels(self: StepReader, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
+        """Values of the tensors named like ``labels`` at the step."""
+        return labels(self, step, mode)
+
+    def predictions(self: StepReader, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
+        """Values of the tensors named like ``predictions`` at the step."""
+        return predictions(self, step, mode)

@@ -20,9 +20,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from types import MappingProxyType
 
 from murphy.core.collection import Collection
 from murphy.core.modes import ModeKeys, as_mode
@@ -49,9 +47,13 @@ __all__ = ["NoMoreDataTimeout", "Trial"]
 
 log = logging.getLogger(__name__)
 
+_NO_FILES: Mapping[str, tuple[str, TableView]] = MappingProxyType({})  # files_at of a step not seen
 
-class Trial:
-    """One training job's saved tensors. Build it with :func:`murphy.trial.create_trial`."""
+
+class Trial(stepvalues.StepQueries):
+    """One training job's saved tensors. Build it with :func:`murphy.trial.create_trial`.
+
+    ``write_order`` / ``inputs`` / ``labels`` / ``predictions``: see :class:`~murphy.trial.stepvalues.StepQueries`."""
 
     def __init__(
         self,
@@ -234,6 +236,27 @@ class Trial:
         files = self._step_files.get(step)
         return files is not None and any(name in view.names for _, view in files.values())
 
+    # --- what each worker wrote, as last refreshed (no refresh): for murphy.trial.worker_view --
+
+    @property
+    def state_version(self) -> tuple[int, int]:
+        """Changes whenever an index file is read or a step's completeness changes: the key of
+        caches of answers derived from :meth:`files_at` and :meth:`worker_steps`."""
+        return (self.version, self._book.version)
+
+    def files_at(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> Mapping[str, tuple[str, TableView]]:
+        """Each worker's ``(events file, index table view)`` at ``step`` (a mode step with ``mode``)."""
+        g = self._book.global_step(mode, step)
+        return self._step_files.get(g, _NO_FILES) if g is not None else _NO_FILES
+
+    def worker_steps(self, worker: str, mode: ModeKeys, show_incomplete_steps: bool = False) -> list[int]:
+        """The :meth:`steps` that ``worker`` wrote: one pass with a dict lookup per step."""
+        files, every = self._step_files, self._book.steps(mode, show_incomplete_steps)
+        if mode is ModeKeys.GLOBAL:
+            return [s for s in every if worker in files.get(s, ())]
+        to_global = self._book.mode_to_global.get(mode, {})
+        return [s for s in every if worker in files.get(to_global[s], ())]
+
     # --- tensors ------------------------------------------------------------------------------
 
     def has_tensor(self, tname: str) -> bool:
@@ -268,8 +291,7 @@ class Trial:
         mode = as_mode(mode)
         self.maybe_refresh()
         if step is not None:
-            g = self._book.global_step(mode, step)
-            files = self._step_files.get(g) if g is not None else None
+            files = self.files_at(step, mode)
             names: Iterable[str] = set().union(*(v.names for _, v in files.values())) if files else ()
         elif mode is ModeKeys.GLOBAL:
             names = self._tensors.keys()
@@ -294,28 +316,6 @@ class Trial:
         the values ``tensor(name).value(step, mode, worker)`` would give, one request per events
         file, and per step the error it would raise instead of raising it."""
         return read_values(self, names, steps, mode=mode, worker=worker)
-
-    def write_order(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
-        """Names saved at ``step`` in the order the hook wrote them (murphy extension).
-
-        Within a step the hook writes parameters, then layer inputs/outputs in forward order,
-        then the loss, then gradients as backward produces them: write order is the order of
-        computation, so the first bad tensor in it is where a NaN cascade started. Workers are
-        taken in name order; a name appears once, at its first write.
-        """
-        return stepvalues.write_order(self, step, mode)
-
-    def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
-        """Values of the ``inputs`` collection's tensors at the step, by name."""
-        return stepvalues.inputs(self, step, mode)
-
-    def labels(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
-        """Values of the tensors named like ``labels`` at the step."""
-        return stepvalues.labels(self, step, mode)
-
-    def predictions(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray[Any, Any]]:
-        """Values of the tensors named like ``predictions`` at the step."""
-        return stepvalues.predictions(self, step, mode)
 
     # --- collections and workers --------------------------------------------------------------
 

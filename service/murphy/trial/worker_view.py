@@ -11,8 +11,9 @@ saved at the step. Everything else (modes, collections, completeness, the end of
 the trial's own answer: a step is complete when every worker that writes it has written it,
 whichever worker's view asks.
 
-It lives beside :class:`~murphy.trial.trial.Trial` because it reads the trial's per-step,
-per-worker tables (which no public method exposes per worker).
+It lives beside :class:`~murphy.trial.trial.Trial` because it reads what only the trial's
+per-worker accessors expose (``files_at``, ``worker_steps``, ``state_version``: as last
+refreshed, without a request).
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ Array = np.ndarray[Any, Any]
 
 def step_workers(trial: Trial, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
     """The workers that wrote ``step`` (a mode step with ``mode``) so far, sorted."""
-    g = trial._book.global_step(as_mode(mode), step)
-    files = trial._step_files.get(g) if g is not None else None
-    return sorted(files) if files else []
+    return sorted(trial.files_at(step, as_mode(mode)))
 
 
 class WorkerTensor:
@@ -57,17 +56,15 @@ class WorkerTensor:
         return f"<murphy Tensor {self.name!r} of {self._view.worker} of trial {self._view.name!r}>"
 
     def _saved(self, step: int, mode: ModeKeys) -> bool:
-        trial = self._view.trial
-        g = trial._book.global_step(mode, step)
-        slots = trial._slots(g, self.name) if g is not None else None
-        return slots is not None and self._view.worker in slots
+        mine = self._view.trial.files_at(step, mode).get(self._view.worker)
+        return mine is not None and self.name in mine[1].slots
 
     def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Steps at which the worker saved this tensor, sorted (complete ones unless asked)."""
         mode = as_mode(mode)
         every = self._tensor.steps(mode=mode, show_incomplete_steps=show_incomplete_steps)  # refreshes
         trial = self._view.trial
-        version = (trial.version, trial._book.version)
+        version = trial.state_version
         cached = self._cache.get((mode, show_incomplete_steps))
         if cached is not None and cached[0] == version:
             return list(cached[1])
@@ -121,7 +118,7 @@ class WorkerTensor:
         return self._tensor.reduction_values(step_num, mode=mode, worker=self._worker(worker))
 
 
-class WorkerView:
+class WorkerView(stepvalues.StepQueries):
     """``trial`` as ``worker`` wrote it (see the module docstring). Attributes not listed here
     (modes, collections, ``loaded_all_steps``, ``has_passed_step`` ...) are the trial's."""
 
@@ -155,21 +152,13 @@ class WorkerView:
         mode = as_mode(mode)
         trial = self.trial
         trial.maybe_refresh()
-        version = (trial.version, trial._book.version)
+        version = trial.state_version
         key = (mode, show_incomplete_steps)
         cached = self._steps.get(key)
         if cached is None or cached[0] != version:
-            # One pass over the trial's (cached, sorted) steps with a dict lookup each: a rule
-            # that asks at every step or poll tick (StalledTrainingRule) must not pay a
-            # function call, a mode lookup and a sort of the step's workers per step each time.
-            files, worker = trial._step_files, self.worker
-            every = trial._book.steps(mode, show_incomplete_steps)
-            if mode is ModeKeys.GLOBAL:
-                mine = [s for s in every if worker in files.get(s, ())]
-            else:
-                to_global = trial._book.mode_to_global.get(mode, {})
-                mine = [s for s in every if worker in files.get(to_global[s], ())]
-            cached = self._steps[key] = (version, mine)
+            # A rule asks at every step or poll tick (StalledTrainingRule): computed again only
+            # when the trial's state changed, in one pass (Trial.worker_steps).
+            cached = self._steps[key] = (version, trial.worker_steps(self.worker, mode, show_incomplete_steps))
         return list(cached[1])
 
     def tensor(self, tname: str) -> WorkerTensor:
@@ -180,10 +169,7 @@ class WorkerView:
 
     def _saved_names(self, step: int, mode: ModeKeys) -> list[str]:
         """The worker's names at ``step`` in write order (its one index file's order)."""
-        trial = self.trial
-        g = trial._book.global_step(mode, step)
-        files = trial._step_files.get(g) if g is not None else None
-        mine = files.get(self.worker) if files else None
+        mine = self.trial.files_at(step, mode).get(self.worker)
         return list(mine[1].slots) if mine is not None else []
 
     def tensor_names(self, show_prefixed_tensors: bool = False, *, step: int | None = None,
@@ -201,13 +187,3 @@ class WorkerView:
         """Names the worker saved at ``step``, in the order it wrote them."""
         self.trial.maybe_refresh()
         return self._saved_names(step, as_mode(mode))
-
-    # The trial's own implementations, reading this view: the worker's names and values only.
-    def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
-        return stepvalues.inputs(self, step, mode)
-
-    def labels(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
-        return stepvalues.labels(self, step, mode)
-
-    def predictions(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[Array]:
-        return stepvalues.predictions(self, step, mode)

@@ -149,3 +149,28 @@ def test_a_views_labels_and_predictions_are_its_workers_in_suffix_order() -> Non
     assert [a.tolist() for a in v1.labels(0)] == [[2.0], [10.0]] and v1.predictions(0) == []
     assert [a.tolist() for a in v0.labels(0)] == [[1.0]] and [a.tolist() for a in v0.predictions(0)] == [[5.0]]
     assert v0.inputs(0) == [] and v0.collections() is trial.collections()
+
+
+def test_the_trials_per_worker_accessors_answer_as_last_refreshed() -> None:
+    # What WorkerView reads instead of the trial's private maps (Trial.files_at, worker_steps,
+    # state_version): no refresh of their own, mode steps resolved to global ones.
+    trial = two_workers(end=False)
+    assert sorted(trial.files_at(2)) == ["worker_0", "worker_1"]
+    assert sorted(trial.files_at(0, ModeKeys.EVAL)) == ["worker_0", "worker_1"]  # global step 2
+    assert sorted(trial.files_at(2)["worker_1"][1].slots) == ["loss", "w"]
+    assert list(trial.files_at(3)) == ["worker_0"] and trial.files_at(9) == {}
+    assert trial.files_at(5, ModeKeys.EVAL) == {}
+    assert trial.worker_steps("worker_1", ModeKeys.GLOBAL) == [0, 1, 2]
+    assert trial.worker_steps("worker_0", ModeKeys.GLOBAL, show_incomplete_steps=True) == [0, 1, 2, 3]
+    assert trial.worker_steps("worker_1", ModeKeys.EVAL, show_incomplete_steps=True) == [0]
+    before = trial.state_version
+    with StepWriter(trial.store, 4, "worker_0", ModeKeys.EVAL, 2) as wr:
+        wr.add("loss", np.float32(4))
+    # Not seen until the trial refreshes (the accessors ask nothing of the store).
+    assert trial.files_at(4) == {} and trial.state_version == before
+    assert trial.worker_steps("worker_0", ModeKeys.GLOBAL, show_incomplete_steps=True) == [0, 1, 2, 3]
+    write_end_of_training(trial.store)
+    trial.refresh()
+    assert trial.state_version != before  # the views' caches go
+    assert list(trial.files_at(4)) == ["worker_0"]
+    assert trial.worker_steps("worker_0", ModeKeys.GLOBAL) == [0, 1, 2, 3, 4]
