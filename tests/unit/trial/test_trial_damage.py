@@ -10,6 +10,7 @@ import pytest
 from murphy.exceptions import CorruptRecord, TruncatedRecord
 from murphy.storage import InMemoryObjectStore
 from murphy.storage.base import ObjectStore
+from murphy.storage.recording import RecordingObjectStore
 from murphy.tensorio.locations import event_file_key, index_file_key
 from murphy.trial import create_trial
 
@@ -85,24 +86,17 @@ def test_truncated_events_file(store: ObjectStore) -> None:
     assert outcomes == sorted(outcomes, reverse=True)  # a prefix reads, the cut-off tail fails
 
 
-class CountingStore(InMemoryObjectStore):
-    """Counts gets, to check the whole-file reads."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gets: list[tuple[str, int, int | None]] = []
-
-    def get(self, key: str, start: int = 0, length: int | None = None) -> bytes:
-        self.gets.append((key, start, length))
-        return super().get(key, start, length)
+def counting_store() -> RecordingObjectStore:
+    """A store that records gets, to check the whole-file reads."""
+    return RecordingObjectStore(InMemoryObjectStore())
 
 
-def _event_gets(store: CountingStore) -> int:
+def _event_gets(store: RecordingObjectStore) -> int:
     return sum(1 for k, _, _ in store.gets if k.startswith("events/"))
 
 
 def test_many_tensors_of_one_step_cost_two_gets() -> None:
-    store = CountingStore()
+    store = counting_store()
     _trial_data(store, 3)
     end(store)
     trial = create_trial(store)
@@ -114,7 +108,7 @@ def test_many_tensors_of_one_step_cost_two_gets() -> None:
 
 @pytest.mark.parametrize("order", ["step-major", "tensor-major"])
 def test_every_value_reads_correctly_under_cache_pressure(order: str) -> None:
-    store = CountingStore()
+    store = counting_store()
     _trial_data(store, 6)
     end(store)
     trial = create_trial(store)
