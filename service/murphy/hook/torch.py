@@ -33,6 +33,7 @@ from murphy.core.collection import CollectionKeys
 from murphy.core.reduction_config import ReductionConfig
 from murphy.core.save_config import SaveConfig
 from murphy.hook.base import BaseHook
+from murphy.hook.callback_plan import CallbackPlan
 from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.torch_backend import TorchBackend
@@ -115,9 +116,12 @@ class Hook(BaseHook):
         self._optimizers: list[torch.optim.Optimizer] = []
         self._io_modules: list[torch.nn.Module] = []
         self._grad_params: list[tuple[str, torch.nn.Parameter]] = []
-        # Forward and gradient callbacks exist only during steps that may save: a module with a
-        # forward hook leaves torch's fast call path, which costs more than the hook itself.
+        # Forward and gradient callbacks exist only during steps that may save, and only where
+        # they can save (murphy.hook.callback_plan): a module with a forward hook leaves torch's
+        # fast call path, which costs more than the hook itself.
         self._handles: list[Any] = []
+        self._plan = CallbackPlan(self.collections)
+        self._callback_key: Any = None
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None) -> Hook:
@@ -192,6 +196,8 @@ class Hook(BaseHook):
         self._backward_fence_queued = False
         if not self._saving:
             return
+        if self._plan.learning or self._plan.key(self._due, self._step_mode) != self._callback_key:
+            self._refresh_callbacks()
         for name, param in self._params:
             self._save_torch(name, param)
         for opt in self._optimizers:
@@ -212,12 +218,18 @@ class Hook(BaseHook):
         self._drop_callbacks()
         if not self._saving:
             return
+        plan, due = self._plan, self._due
+        self._callback_key = key = plan.key(due, self._step_mode)
+        silent = plan.silent(key)
+        hooked = [m for m in self._io_modules if id(m) not in silent]
+        if hooked:  # a root's forward hook also ends its forward's hand-offs (see _forward_hook)
+            hooked += [m for m in self._io_modules if id(m) in silent and id(m) in self._roots]
         handles = self._handles
-        for module in self._io_modules:
+        for module in hooked:
             handles.append(module.register_forward_hook(self._forward_hook))
         for name, param in self._grad_params:
             # A parameter frozen after registration has no gradient to save (and refuses hooks).
-            if param.requires_grad:
+            if param.requires_grad and plan.may_save(due, name):
                 handles.append(param.register_hook(self._gradient_hook(name, param)))  # type: ignore[no-untyped-call]
                 if self._deferred is not None:
                     handles.append(param.register_post_accumulate_grad_hook(self._accumulated))  # type: ignore[no-untyped-call]
@@ -244,10 +256,12 @@ class Hook(BaseHook):
         if not self._is_saving():
             return
         name = self._module_names.get(id(module), type(module).__name__)
-        for i, t in enumerate(_tensors(inputs)):
+        ins, outs = _tensors(inputs), _tensors(outputs)
+        self._plan.observe(id(module), name, len(ins), len(outs), self._due)
+        for i, t in enumerate(ins):
             if t is not None:
                 self._save_torch(f"{name}_input_{i}", t)
-        for i, t in enumerate(_tensors(outputs)):
+        for i, t in enumerate(outs):
             if t is not None:
                 self._save_torch(f"{name}_output_{i}", t)
         if self._deferred is not None and id(module) in self._roots:

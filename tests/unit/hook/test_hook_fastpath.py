@@ -98,7 +98,7 @@ def _setup(hook: Hook, inplace: bool = False) -> tuple[Net, torch.nn.Module, tor
 
 def test_callbacks_exist_only_on_saving_steps(tmp_path: Path) -> None:
     hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_steps=[0, 3]),
-                include_collections=["weights", "gradients"])
+                include_collections=["weights", "gradients", "losses"], include_regex=["fc1_output_0"])
     model, loss_fn, opt, x = _setup(hook)
     counts, residue = [], []
     for _ in range(5):
@@ -113,7 +113,62 @@ def test_callbacks_exist_only_on_saving_steps(tmp_path: Path) -> None:
     # backward.
     assert all(all(r) for r in (residue[1], residue[2], residue[4]))
     assert all(len(m._forward_pre_hooks) == (1 if m is model else 0) for m in model.modules())
-    assert set(read_step(tmp_path / "run", 3)[1]) >= {"Net_fc1.weight", "gradient/Net_fc1.weight"}
+    assert set(read_step(tmp_path / "run", 3)[1]) >= {"Net_fc1.weight", "gradient/Net_fc1.weight",
+                                                      "fc1_output_0", "MSELoss_output_0"}
+
+
+def test_forward_hooks_stay_only_where_a_name_can_be_saved(tmp_path: Path) -> None:
+    class Branchy(Net):
+        def __init__(self) -> None:
+            super().__init__()
+            self.extra = torch.nn.Linear(6, 6)
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            h = self.relu(self.fc1(x))
+            if self.calls % 4 == 0:  # not called in the learning step
+                h = self.extra(h)
+            out: torch.Tensor = self.fc2(h)
+            return out
+
+    hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_interval=1),
+                include_collections=["weights", "gradients"])
+    torch.manual_seed(0)
+    model, loss_fn = Branchy(), torch.nn.MSELoss()
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    opt, x = torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(8, 4)
+    hooked = []
+    for step in range(7):
+        if step == 5:  # a new collection: learned again, and the ReLU is hooked for its output
+            hook.get_collection("custom").include("relu_output")
+            hook.get_collection("custom").save_config = SaveConfig(save_interval=1)
+            hook.collections.include(["custom"])
+        _step(model, loss_fn, opt, x)
+        hooked.append({n for n, m in [*model.named_modules(), ("loss", loss_fn)] if m._forward_hooks})
+    hook.close()
+    every = {"", "fc1", "relu", "fc2", "extra", "loss"}
+    assert hooked[0] == every  # the learning step
+    # Learned: the loss (the default "losses" collection), the module the learning step did not
+    # call, and the root (its forward's end hands the copies over).
+    assert hooked[1] == hooked[2] == hooked[4] == {"loss", "extra", ""}
+    assert hooked[5] == every and hooked[6] >= {"relu", ""} and "fc1" not in hooked[6]
+    for step in range(5):
+        used = [p for p, _ in model.named_parameters() if step == 3 or not p.startswith("extra.")]
+        assert {n for n in read_step(tmp_path / "run", step)[1] if not n.startswith("Branchy_")} == {
+            f"gradient/Branchy_{p}" for p in used} | {"MSELoss_output_0"}
+    assert "relu_output_0" in read_step(tmp_path / "run", 6)[1]
+
+
+def test_gradient_hooks_only_for_due_gradients(tmp_path: Path) -> None:
+    hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_interval=1), include_collections=["weights"])
+    model, loss_fn, opt, x = _setup(hook)
+    for _ in range(2):
+        _step(model, loss_fn, opt, x)
+        assert all(not p._backward_hooks for p in model.parameters())
+    hook.close()
+    assert set(read_step(tmp_path / "run", 1)[1]) == {"Net_fc1.weight", "Net_fc2.weight", "MSELoss_output_0"}
 
 
 def test_collections_changed_after_registration_take_effect(tmp_path: Path) -> None:
