@@ -38,42 +38,11 @@ from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.torch_backend import TorchBackend
 from murphy.hook.torch_deferred import DeferredCopies, deferral_possible
+from murphy.hook.torch_util import dist_rank_world, forget_empty_grad_hooks, tensors_of
 from murphy.hook.writer import Record
 from murphy.storage import ObjectStore
 
 _log = logging.getLogger(LOGGER_NAME)
-
-
-def _forget_empty_grad_hooks(param: torch.Tensor) -> None:
-    """Give ``param`` back its hook-free backward once its last tensor hook was removed.
-
-    ``Tensor.register_hook`` attaches a C++ wrapper around the ``_backward_hooks`` dict, and
-    removing a handle only empties the dict: the wrapper stays and re-enters Python (GIL, tensor
-    wrap, dict walk) in every later backward, 1-3 µs per parameter per step. Setting the
-    attribute to None drops the wrapper (torch keeps exactly one, for that dict); a dict that
-    still holds someone else's hook is left alone.
-    """
-    hooks = param._backward_hooks
-    if hooks is not None and not hooks:
-        param._backward_hooks = None
-
-
-def _dist_rank_world() -> tuple[int, int]:
-    """The process group's rank and size; before ``init_process_group``, torchrun's ``RANK`` /
-    ``WORLD_SIZE`` (a hook made first must not name every worker ``worker_0``)."""
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return int(dist.get_rank()), int(dist.get_world_size())
-    try:
-        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    except (KeyError, ValueError):
-        return 0, 1
-    return (rank, world) if 0 <= rank < world else (0, 1)
-
-
-def _tensors(value: Any) -> list[torch.Tensor | None]:
-    items = value if isinstance(value, list | tuple) else [value]
-    return [x if isinstance(x, torch.Tensor) else None for x in items]
 
 
 class Hook(BaseHook):
@@ -93,7 +62,7 @@ class Hook(BaseHook):
         include_workers: str = "one",
         **kwargs: Any,
     ) -> None:
-        rank, world = _dist_rank_world()
+        rank, world = dist_rank_world()
         backend = TorchBackend()
         # Set before BaseHook's constructor: its atexit close() may run on a half-built hook.
         self._deferred: DeferredCopies | None = None
@@ -198,12 +167,19 @@ class Hook(BaseHook):
             return
         if self._plan.learning or self._plan.key(self._due, self._step_mode) != self._callback_key:
             self._refresh_callbacks()
-        for name, param in self._params:
-            self._save_torch(name, param)
-        for opt in self._optimizers:
-            self._save_optimizer(opt)
-        if self._deferred is not None:
-            self._deferred.kick()  # the weights' copies run while forward and backward do
+        deferred = self._deferred
+        if deferred is not None:
+            deferred.early = True  # what the optimizer changes: fenced at its step
+        try:
+            for name, param in self._params:
+                self._save_torch(name, param)
+            for opt in self._optimizers:
+                self._save_optimizer(opt)
+        finally:
+            if deferred is not None:
+                deferred.early = False
+        if deferred is not None:
+            deferred.kick()  # the weights' copies run while forward and backward do
 
     def _saving_changed(self, saving: bool) -> None:
         self._refresh_callbacks()
@@ -247,7 +223,7 @@ class Hook(BaseHook):
                 handle.remove()
         for _, param in self._grad_params:
             with contextlib.suppress(Exception):
-                _forget_empty_grad_hooks(param)
+                forget_empty_grad_hooks(param)
                 if param._post_accumulate_grad_hooks is not None and not param._post_accumulate_grad_hooks:
                     param._post_accumulate_grad_hooks = None  # type: ignore[assignment]
 
@@ -256,7 +232,7 @@ class Hook(BaseHook):
         if not self._is_saving():
             return
         name = self._module_names.get(id(module), type(module).__name__)
-        ins, outs = _tensors(inputs), _tensors(outputs)
+        ins, outs = tensors_of(inputs), tensors_of(outputs)
         self._plan.observe(id(module), name, len(ins), len(outs), self._due)
         for i, t in enumerate(ins):
             if t is not None:
@@ -278,7 +254,8 @@ class Hook(BaseHook):
         if not self._is_saving():
             return
         if self._deferred is not None and not self._backward_fence_queued:
-            # Fence at the end of this backward pass, before clipping can change param.grad.
+            # At the end of this backward pass: the gradients go to the copier, or a fence where
+            # one is needed there (before clipping can change param.grad, see torch_deferred).
             torch.autograd.Variable._execution_engine.queue_callback(self._backward_fence)
             self._backward_fence_queued = True
         self._grad_param = param
@@ -293,21 +270,30 @@ class Hook(BaseHook):
         # None before this backward (AccumulateGrad stole or cloned it); see _snapshot.
         snap = self._awaiting.pop(param, None)  # type: ignore[call-overload]
         deferred = self._deferred
-        if snap is not None and deferred is not None and param.grad is not None:
-            with contextlib.suppress(Exception):  # left invalid: the fence drops it
-                deferred.hand_off(snap, param.grad)
+        if snap is None or deferred is None or param.grad is None:
+            return
+        if isinstance(snap, str):  # learning: watch param.grad itself (clipping changes it)
+            deferred.probe(snap, param.grad)
+            return
+        with contextlib.suppress(Exception):  # left invalid: the fence drops it
+            deferred.hand_off(snap, param.grad)
 
     @guarded
     def _backward_fence(self) -> None:
         self._backward_fence_queued = False
-        self._fence(True)
+        self._fence(None)
 
-    def _fence(self, in_step: bool) -> None:
+    def _fence(self, optimizer: bool | None) -> None:
+        """A fence of the deferred copies: ``optimizer.step()``'s (True), the end of a backward
+        pass (None: only where needed there, see DeferredCopies.backward_end)."""
         deferred = self._deferred
         if deferred is None:
             return
         try:
-            deferred.fence(in_step)
+            if optimizer is None:
+                deferred.backward_end()
+            else:
+                deferred.fence(True, optimizer)
         except Exception as exc:  # never into backward() or optimizer.step()
             self.guard.trip(exc, "deferred copy fence")
 
@@ -323,7 +309,10 @@ class Hook(BaseHook):
             # Learning this name, or a gradient that will be added to an existing param.grad
             # (in-place zero_grad, accumulation): copied here, as before.
             super()._snapshot(name, value, raw, shape, reductions)
-            deferred.probe(name, value)
+            if param is None:
+                deferred.probe(name, value)
+            elif param.grad is None:
+                self._awaiting[param] = name  # probed once accumulated into param.grad
             return
         if param is not None:
             snap = deferred.placeholder(name, value)

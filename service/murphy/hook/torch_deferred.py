@@ -8,8 +8,18 @@ second core it really runs beside training) into staging buffers. Before anythin
 them in place the training thread *fences*: it takes back every copy the copier has not started,
 does those itself, waits for the one in progress (at most one tensor's copy), and checks each
 source's version counter (torch bumps it at every in-place op on the tensor or a view of it).
-Fences: ``optimizer.step()``'s pre-hook (every optimizer, torch's global hook), the end of each
-backward pass (before gradient clipping can touch ``param.grad``), and the step's end.
+
+Two kinds of snapshot, two fences:
+
+* *early* ones, taken at the step's start (weights, optimizer state), which the optimizer changes
+  in place: fenced at the first in-step fence, ``optimizer.step()``'s pre-hook (every optimizer,
+  torch's global hook) or, in a script without an optimizer, the end of the backward pass;
+* *late* ones (layer outputs, gradients): nothing in a ``torch.optim`` step changes them, so once
+  a learning step showed that (their versions unchanged up to the step's end in a step with an
+  optimizer step), they are fenced only at the step's end (state :data:`LATE`) and their copies
+  run during the optimizer step and the next forward. A late name that changes after backward
+  (``clip_grad_norm_`` scales ``param.grad`` in place) but not before is fenced at the end of the
+  backward pass instead (:data:`DEFERRED`), as are all of them in a script without an optimizer.
 
 Correctness rules (docs/hook.md, "deferred copies"):
 
@@ -18,11 +28,14 @@ Correctness rules (docs/hook.md, "deferred copies"):
   changed version means the copy may hold a later value: the record is not written (a counted
   WARNING), and that tensor name is copied on the training thread from then on;
 * a name is deferred only after a *learning* step in which it was copied on the training thread
-  and an in-step fence (optimizer or end of backward) saw its version unchanged. A script whose
-  tensors change without an in-step fence (no ``torch.optim`` optimizer, or an in-place ReLU on
-  a saved output) therefore keeps the on-thread copies, exactly as before. What no version
-  counter sees (``param.data.add_(...)`` outside an optimizer, between the forward-pre hook and
-  the first fence) cannot be detected: such a script should set ``MURPHY_HOOK_DEFERRED_COPY=0``.
+  and its version was watched: unchanged at the first in-step fence (optimizer or end of
+  backward) makes it :data:`DEFERRED`, unchanged up to the step's end in a step with an optimizer
+  step makes a late name :data:`LATE`. A script whose tensors change without an in-step fence (no
+  ``torch.optim`` optimizer, or an in-place ReLU on a saved output) therefore keeps the on-thread
+  copies. What no version counter sees (``param.data.add_(...)`` outside an optimizer, between the
+  forward-pre hook and the first fence, or ``p.grad.data.zero_()`` before the step's end in a
+  script with an optimizer) cannot be detected: such a script should set
+  ``MURPHY_HOOK_DEFERRED_COPY=0``.
 """
 
 from __future__ import annotations
@@ -45,46 +58,69 @@ _log = logging.getLogger(LOGGER_NAME)
 #: not once per tensor (each wake-up costs the training thread a futex call and a GIL hand-off).
 PUSH_BYTES = 1 << 20
 
-#: Per-name states: learning (copied on the thread, watched), deferred, on the thread for good.
-LEARNING, DEFERRED, ON_THREAD = 0, 1, 2
+#: Per-name states: learning (copied on the thread, watched), deferred (fenced at the first
+#: in-step fence), on the thread for good, late (a late name fenced at the step's end).
+LEARNING, DEFERRED, ON_THREAD, LATE = 0, 1, 2, 3
 
 
 class DeferredSnap:
     """A snapshot whose copy may still be pending: ``tensor`` is set once it is copied, and
-    ``valid`` is cleared when its source changed before the fence (then it is not written)."""
+    ``valid`` is cleared when its source changed before the fence (then it is not written).
+    ``late``: fenced only at the step's end."""
 
-    __slots__ = ("aliases", "name", "nbytes", "pool_key", "src", "tensor", "valid", "version")
+    __slots__ = ("aliases", "late", "name", "nbytes", "pool_key", "src", "tensor", "valid", "version")
 
-    def __init__(self, name: str, src: torch.Tensor | None, version: int, nbytes: int) -> None:
+    def __init__(self, name: str, src: torch.Tensor | None, version: int, nbytes: int, late: bool = False) -> None:
         self.name = name
         #: Other names saved from the same tensor at the same version (one copy for all).
         self.aliases: list[str] | None = None
         self.src = src
         self.version = version
         self.nbytes = nbytes
+        self.late = late
         self.tensor: torch.Tensor | None = None
         self.pool_key: tuple[tuple[int, ...], torch.dtype] | None = None
         self.valid = True
 
 
+class _Probe:
+    """A learning name's source, watched until the step's end."""
+
+    __slots__ = ("early", "in_step", "name", "src", "version")
+
+    def __init__(self, name: str, src: torch.Tensor, early: bool) -> None:
+        self.name, self.src, self.version, self.early = name, src, src._version, early
+        #: Its version at the first in-step fence was unchanged (None: no such fence yet).
+        self.in_step: bool | None = None
+
+
 class DeferredCopies:
-    """The copier thread, its queue, the fence, and which names may be deferred."""
+    """The copier thread, its queue, the fences, and which names may be deferred."""
 
     def __init__(self, pool: StagingPool, alloc: Callable[[tuple[int, ...], torch.dtype], torch.Tensor]) -> None:
         self._pool = pool
         self._alloc = alloc
         self._cond = threading.Condition(threading.Lock())
         self._queue: collections.deque[DeferredSnap] = collections.deque()
-        self._busy = False
+        self._busy: DeferredSnap | None = None
         self._thread: threading.Thread | None = None
         self._stop = False
         # Training thread only: snaps handed off / names watched since the last fence.
         self._handed: list[DeferredSnap] = []
-        self._probes: list[tuple[str, torch.Tensor, int]] = []
+        self._probes: list[_Probe] = []
         # One activation is often both a module's output and the next one's input: one copy.
         self._by_id: dict[int, DeferredSnap] = {}
         self._batch: list[DeferredSnap] = []
         self._batch_bytes = 0
+        #: Set by the hook while it saves the step's early tensors (weights, optimizer state).
+        self.early = False
+        # Handed since the last fence and settled by the first in-step fence: early snaps,
+        # DEFERRED late ones.
+        self._early_due = False
+        self._late_due = False
+        self._optimizer_seen = False
+        # Whether the last completed step had an optimizer step: its early snaps wait for it.
+        self._expect_optimizer = False
         self.state: dict[str, int] = {}
         #: Records not written because their source changed before its copy was fenced.
         self.invalidated = 0
@@ -95,19 +131,19 @@ class DeferredCopies:
 
     def wants(self, name: str) -> bool:
         """True when ``name`` may be handed off (it passed a learning step)."""
-        return self.state.get(name, LEARNING) == DEFERRED
+        state = self.state.get(name, LEARNING)
+        return state in (DEFERRED, LATE)
 
     def probe(self, name: str, src: torch.Tensor) -> None:
-        """Watch an on-thread-copied ``name`` until the next fence (the learning step)."""
+        """Watch an on-thread-copied ``name`` until the step's end (the learning step)."""
         if name not in self.state:
-            self._probes.append((name, src, src._version))
+            self._probes.append(_Probe(name, src, self.early))
 
     def placeholder(self, name: str, like: torch.Tensor) -> DeferredSnap:
         """A snapshot whose source is handed later (:meth:`hand_off`): a gradient's value
         reaches ``param.grad`` only after the tensor hook returns."""
-        snap = DeferredSnap(name, None, -1, like.numel() * like.element_size())
+        snap = self._new(name, None, -1, like.numel() * like.element_size())
         snap.valid = False  # until hand_off: a source never handed is never written
-        self._handed.append(snap)
         return snap
 
     def defer(self, name: str, src: torch.Tensor) -> DeferredSnap:
@@ -117,10 +153,20 @@ class DeferredCopies:
             if name != hit.name:
                 hit.aliases = [*(hit.aliases or ()), name]
             return hit
-        snap = DeferredSnap(name, src, src._version, src.numel() * src.element_size())
-        self._handed.append(snap)
+        snap = self._new(name, src, src._version, src.numel() * src.element_size())
         self._by_id[id(src)] = snap
         self._push(snap)
+        return snap
+
+    def _new(self, name: str, src: torch.Tensor | None, version: int, nbytes: int) -> DeferredSnap:
+        early = self.early
+        late = not early and self.state.get(name) == LATE
+        snap = DeferredSnap(name, src, version, nbytes, late)
+        if early:
+            self._early_due = True
+        elif not late:
+            self._late_due = True
+        self._handed.append(snap)
         return snap
 
     def hand_off(self, snap: DeferredSnap, src: torch.Tensor) -> None:
@@ -146,45 +192,89 @@ class DeferredCopies:
         if self._thread is None:
             self._start()
 
-    def fence(self, in_step: bool) -> None:
-        """Make every copy handed off so far complete and checked (see the module docs).
+    def backward_end(self) -> None:
+        """The end of a backward pass: a fence only where something needs it there (names
+        still learning, :data:`DEFERRED` late names, early snaps in a script without an
+        optimizer step); otherwise the copier just gets the gradients batched so far."""
+        if self._probes or self._late_due or (self._early_due and not self._expect_optimizer):
+            self.fence(True)
+        else:
+            self.kick()
 
-        ``in_step``: an optimizer step or the end of a backward pass, i.e. a point that comes
-        before the script's own in-place updates; the learning step's probes are judged here.
+    def fence(self, in_step: bool, optimizer: bool = False) -> None:
+        """Make the copies handed off so far complete and checked (see the module docs): at an
+        in-step fence (``optimizer``: ``optimizer.step()``'s pre-hook; otherwise the end of a
+        backward pass) all but the :data:`LATE` ones, at the step's end (``in_step`` False) all.
         """
-        handed, probes = self._handed, self._probes
-        if not handed and not probes:
+        if optimizer:
+            self._optimizer_seen = True
+        if in_step and not self._early_due and not self._late_due and not self._probes:
             return
-        stolen, self._batch, self._batch_bytes = self._batch, [], 0
-        with self._cond:
-            stolen.extend(self._queue)
-            self._queue.clear()
-        for snap in stolen:
-            self._copy(snap)
-            self.copied_on_thread += 1
-        if handed:
+        if not self._handed and not self._probes:
+            return
+        self.kick()
+        settle = self._handed if not in_step else [s for s in self._handed if not s.late]
+        if settle:
             with self._cond:
-                while self._busy:
+                if in_step:
+                    stolen = [s for s in self._queue if not s.late]
+                    kept = [s for s in self._queue if s.late]
+                    self._queue.clear()
+                    self._queue.extend(kept)
+                else:
+                    stolen = list(self._queue)
+                    self._queue.clear()
+            for snap in stolen:
+                self._copy(snap)
+                self.copied_on_thread += 1
+            with self._cond:
+                while self._busy is not None and (not in_step or not self._busy.late):
                     self._cond.wait()
-        self._handed = []
-        for snap in handed:
-            src = snap.src
-            if not snap.valid or src is None or snap.tensor is None or src._version != snap.version:
-                self._invalidate(snap)
-            snap.src = None
+            for snap in settle:
+                src = snap.src
+                if not snap.valid or src is None or snap.tensor is None or src._version != snap.version:
+                    self._invalidate(snap)
+                snap.src = None
+            self._handed = [s for s in self._handed if s.late] if in_step else []
+        self._early_due = self._late_due = False
         self._by_id.clear()
+        self._judge(in_step)
+
+    def _judge(self, in_step: bool) -> None:
+        """Decide the learning names watched since the step's start (see the module docs)."""
+        state = self.state
         if in_step:
-            self._probes = []
-            state = self.state
-            for name, src, version in probes:
-                if state.get(name, LEARNING) == LEARNING:
-                    state[name] = DEFERRED if src._version == version else ON_THREAD
+            keep = []
+            for p in self._probes:
+                unchanged = p.src._version == p.version
+                if p.early:  # decided at the first in-step fence
+                    if state.get(p.name, LEARNING) == LEARNING:
+                        state[p.name] = DEFERRED if unchanged else ON_THREAD
+                    continue
+                if p.in_step is None:
+                    p.in_step = unchanged
+                keep.append(p)
+            self._probes = keep
+            return
+        optimizer = self._optimizer_seen
+        for p in self._probes:
+            if p.early or state.get(p.name, LEARNING) != LEARNING:
+                continue  # early names without an in-step fence stay learning (copied on the thread)
+            if p.in_step is False:
+                state[p.name] = ON_THREAD
+            elif optimizer and p.src._version == p.version:
+                state[p.name] = LATE
+            elif p.in_step:
+                state[p.name] = DEFERRED
+            elif optimizer:
+                state[p.name] = ON_THREAD
+        self._probes = []
 
     def step_end(self) -> None:
-        """The step's last fence; probes not judged by an in-step fence are forgotten (their
-        names stay in the learning state: copied on the thread, as before)."""
+        """The step's last fence: every copy done and checked, the learning names decided."""
         self.fence(in_step=False)
-        self._probes = []
+        self._expect_optimizer = self._optimizer_seen
+        self._optimizer_seen = False
 
     def _invalidate(self, snap: DeferredSnap) -> None:
         snap.valid = False
@@ -240,7 +330,7 @@ class DeferredCopies:
                 if not queue:
                     return
                 snap = queue.popleft()
-                self._busy = True
+                self._busy = snap
             try:
                 self._copy(snap)
                 self.copied_off_thread += 1
@@ -248,7 +338,7 @@ class DeferredCopies:
                 snap.valid = False
             finally:
                 with cond:
-                    self._busy = False
+                    self._busy = None
                     cond.notify_all()
 
 

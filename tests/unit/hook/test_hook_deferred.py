@@ -17,7 +17,7 @@ import torch
 
 from murphy.hook import SaveConfig
 from murphy.hook.torch import Hook
-from murphy.hook.torch_deferred import DEFERRED, ON_THREAD, DeferredSnap
+from murphy.hook.torch_deferred import DEFERRED, LATE, ON_THREAD, DeferredSnap
 from murphy.hook.writer import BackgroundWriter, StepBatch
 from murphy.storage import open_store
 from murphy.tensorio.reader import read_index, read_tensor_record
@@ -58,7 +58,8 @@ def read_all(out: Path, steps: int = STEPS) -> dict[int, dict[str, np.ndarray]]:
 
 def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_none: bool = True,
         clip: bool = False, mutate_from: int | None = None, optimizer: bool = True, mutate_out_from: int | None = None,
-        expect: dict[int, dict[str, np.ndarray]] | None = None, cores: int = 2, forward_only_last: bool = False) -> Hook:
+        expect: dict[int, dict[str, np.ndarray]] | None = None, cores: int = 2, forward_only_last: bool = False,
+        clip_from: int | None = None, grads_after_step_from: int | None = None) -> Hook:
     monkeypatch.setenv("MURPHY_HOOK_DEFERRED_COPY", "1" if deferred else "0")
     # The hook defers only with a second core: the tests do not depend on the machine's.
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
@@ -84,7 +85,7 @@ def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_no
         if expect is not None:
             expect[step] |= {f"gradient/Net_{n}": p.grad.clone().numpy() for n, p in model.named_parameters()
                              if p.grad is not None}
-        if clip:
+        if clip or (clip_from is not None and step >= clip_from):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)  # in place on param.grad
         if optimizer:
             opt.step()  # changes the weights in place right after they were saved
@@ -92,6 +93,10 @@ def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_no
             with torch.no_grad():
                 for p in model.parameters():
                     p.sub_(0.1 * p.grad)  # type: ignore[operator]
+        if grads_after_step_from is not None and step >= grads_after_step_from:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.grad.mul_(0.0)  # type: ignore[union-attr]  # after the step, before the next one
     if forward_only_last:
         with torch.no_grad():  # a last saved step with no backward and no optimizer: no in-step fence
             model(torch.randn(8, 1, 8, 8, generator=gen))
@@ -132,11 +137,13 @@ def test_deferred_values_equal_the_on_thread_copy(tmp_path: Path, monkeypatch: p
     assert "conv_output_0" in deferred[3] and "fc1_output_0" in deferred[3]
     copies = hook._deferred
     assert copies is not None and copies.invalidated == 0
-    # The copies really were deferred: weights, outputs and (when param.grad starts as None)
-    # gradients; the conv output, changed by the in-place ReLU, is copied on the thread.
-    assert copies.state["Net_fc1.weight"] == DEFERRED and copies.state["fc2_output_0"] == DEFERRED
+    # The copies really were deferred: weights (fenced at the optimizer's step), outputs (at the
+    # step's end) and gradients (at the step's end; at the end of backward where clipping or an
+    # in-place zero_grad changes them later); the conv output, changed by the in-place ReLU, is
+    # copied on the thread.
+    assert copies.state["Net_fc1.weight"] == DEFERRED and copies.state["fc2_output_0"] == LATE
     assert copies.state["conv_output_0"] == ON_THREAD
-    assert copies.state["gradient/Net_fc1.weight"] == DEFERRED
+    assert copies.state["gradient/Net_fc1.weight"] == (LATE if set_to_none and not clip else DEFERRED)
     assert copies.copied_off_thread + copies.copied_on_thread >= (STEPS - 1) * 8
 
 
@@ -228,3 +235,48 @@ def test_every_step_is_fenced_before_it_is_queued(tmp_path: Path, monkeypatch: p
     assert hook._deferred is not None and hook._deferred.copied_off_thread + hook._deferred.copied_on_thread > 0
     assert "fc2_output_0" in read_all(tmp_path, STEPS + 1)[STEPS]  # the forward-only step was written
     assert unfenced == []
+
+
+def test_late_names_are_fenced_only_at_the_steps_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # After the learning step, a step with an optimizer fences its gradients and outputs only at
+    # its end: the end of backward hands them to the copier and fences nothing.
+    from murphy.hook.torch_deferred import DeferredCopies
+
+    fences: list[tuple[bool, bool]] = []
+    original = DeferredCopies.fence
+
+    def counted(self: DeferredCopies, in_step: bool, optimizer: bool = False) -> None:
+        fences.append((in_step, optimizer))
+        original(self, in_step, optimizer)
+
+    monkeypatch.setattr(DeferredCopies, "fence", counted)
+    hook = run(tmp_path, deferred=True, monkeypatch=monkeypatch)
+    copies = hook._deferred
+    assert copies is not None and copies.invalidated == 0
+    # One learning step (its backward fence judges the names), then per step one optimizer fence
+    # and one step-end fence (plus close()'s).
+    assert fences.count((True, False)) == 1
+    assert fences.count((True, True)) == STEPS and fences.count((False, False)) >= STEPS
+    assert copies.copied_off_thread > copies.copied_on_thread
+
+
+@pytest.mark.parametrize("change", ["clip_from", "grads_after_step_from"])
+def test_a_late_name_changed_after_learning_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture, change: str) -> None:
+    # From step 3 the script clips the gradients after backward (or scales them in place after
+    # the optimizer step): the learning step saw neither, so step 3's late copies may hold the
+    # changed values. They are left out, warned about, and copied on the thread from step 4.
+    kwargs = {change: 3}
+    with caplog.at_level(logging.WARNING, logger="murphy.hook"):
+        hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, **kwargs)  # type: ignore[arg-type]
+    run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch, **kwargs)  # type: ignore[arg-type]
+    deferred, on_thread = read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread")
+    grads = {n for n in on_thread[3] if n.startswith("gradient/")}
+    assert grads and not grads & deferred[3].keys()
+    for name in grads:
+        del on_thread[3][name]
+    assert_same(deferred, on_thread)  # nothing written differs from the on-thread copy
+    copies = hook._deferred
+    assert copies is not None and copies.invalidated == len(grads)
+    assert all(copies.state[n] == ON_THREAD for n in grads)
+    assert any("gradient/Net_fc1.weight changed in place" in r.getMessage() for r in caplog.records)
