@@ -38,6 +38,7 @@ from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.torch_backend import TorchBackend
 from murphy.hook.torch_deferred import DeferredCopies, deferral_possible
+from murphy.hook.torch_params import ParamPlan
 from murphy.hook.torch_util import dist_rank_world, forget_empty_grad_hooks, tensors_of
 from murphy.hook.writer import Record
 from murphy.storage import ObjectStore
@@ -91,6 +92,7 @@ class Hook(BaseHook):
         self._handles: list[Any] = []
         self._plan = CallbackPlan(self.collections)
         self._callback_key: Any = None
+        self._param_plan = ParamPlan()
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | os.PathLike[str] | None = None) -> Hook:
@@ -121,6 +123,7 @@ class Hook(BaseHook):
             self._params.append((full, param))
             if param.requires_grad:
                 self._grad_params.append(("gradient/" + full, param))
+        self._param_plan.invalidate()
         self._refresh_callbacks()
 
     register_hook = register_module
@@ -171,8 +174,8 @@ class Hook(BaseHook):
         if deferred is not None:
             deferred.early = True  # what the optimizer changes: fenced at its step
         try:
-            for name, param in self._params:
-                self._save_torch(name, param)
+            self._param_plan.save(self._callback_key, self._params, deferred, self._save_torch, self._records,
+                                  self.collections.save_plans)
             for opt in self._optimizers:
                 self._save_optimizer(opt)
         finally:

@@ -41,6 +41,7 @@ Correctness rules (docs/hook.md, "deferred copies"):
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
 import threading
@@ -57,6 +58,9 @@ _log = logging.getLogger(LOGGER_NAME)
 #: Hand-offs are batched: the copier is woken once this many bytes wait (or at :meth:`kick`),
 #: not once per tensor (each wake-up costs the training thread a futex call and a GIL hand-off).
 PUSH_BYTES = 1 << 20
+
+#: The copier copies up to about this many bytes of queued snapshots in one call.
+COPY_RUN_BYTES = 4 << 20
 
 #: Per-name states: learning (copied on the thread, watched), deferred (fenced at the first
 #: in-step fence), on the thread for good, late (a late name fenced at the step's end).
@@ -329,17 +333,58 @@ class DeferredCopies:
                     cond.wait()
                 if not queue:
                     return
-                snap = queue.popleft()
-                self._busy = snap
+                # A run of queued snaps of one kind (a fence waits only for the kind it settles).
+                first = queue.popleft()
+                run, nbytes = [first], first.nbytes
+                while queue and queue[0].late == first.late and nbytes < COPY_RUN_BYTES:
+                    nbytes += queue[0].nbytes
+                    run.append(queue.popleft())
+                self._busy = first
             try:
-                self._copy(snap)
-                self.copied_off_thread += 1
-            except Exception:  # never kill the thread: the fence finds the copy missing
-                snap.valid = False
+                self._copy_run(run)
+                self.copied_off_thread += len(run)
+            except Exception:  # never kill the thread: the fence finds the copies missing
+                for snap in run:
+                    if snap.tensor is None:
+                        snap.valid = False
             finally:
                 with cond:
                     self._busy = None
                     cond.notify_all()
+
+    def _copy_run(self, run: list[DeferredSnap]) -> None:
+        """Copy ``run`` with one call: one GIL release for all of them instead of one per
+        tensor (each is a hand-off the training thread may have to wait for)."""
+        foreach = getattr(torch, "_foreach_copy_", None)
+        if len(run) == 1 or foreach is None:
+            for snap in run:
+                self._copy(snap)
+            return
+        alloc, pool = self._alloc, self._pool
+        taken: list[tuple[DeferredSnap, torch.Tensor, tuple[tuple[int, ...], torch.dtype]]] = []
+        srcs: list[torch.Tensor] = []
+        for snap in run:
+            src = snap.src
+            if src is None:
+                continue
+            key = (tuple(src.shape), src.dtype)
+            try:
+                buf = pool.take(key, snap.nbytes, functools.partial(alloc, key[0], key[1]))
+            except Exception:
+                snap.valid = False
+                continue
+            taken.append((snap, buf, key))
+            srcs.append(src)
+        try:
+            with torch.no_grad():
+                foreach([buf for _, buf, _ in taken], srcs)
+        except Exception:  # one by one: only a tensor torch refuses to copy loses its record
+            for snap, buf, key in taken:
+                pool.give(key, snap.nbytes, buf)
+                self._copy(snap)
+            return
+        for snap, buf, key in taken:
+            snap.tensor, snap.pool_key = buf, key
 
 
 def deferral_possible() -> bool:

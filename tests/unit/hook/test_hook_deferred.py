@@ -280,3 +280,49 @@ def test_a_late_name_changed_after_learning_is_not_written(tmp_path: Path, monke
     assert copies is not None and copies.invalidated == len(grads)
     assert all(copies.state[n] == ON_THREAD for n in grads)
     assert any("gradient/Net_fc1.weight changed in place" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("foreach", ["works", "refuses"])
+def test_the_copier_copies_a_run_of_snapshots_in_one_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          foreach: str) -> None:
+    # One GIL release per run of queued snapshots, not per tensor; if torch refuses the batched
+    # copy, the copier copies them one by one and nothing is lost.
+    calls: list[int] = []
+    original = torch._foreach_copy_
+
+    def counted(dsts: list[torch.Tensor], srcs: list[torch.Tensor]) -> None:
+        calls.append(len(srcs))
+        if foreach == "refuses":
+            raise RuntimeError("no batched copy here")
+        original(dsts, srcs)
+
+    monkeypatch.setattr(torch, "_foreach_copy_", counted)
+    hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch)
+    monkeypatch.setattr(torch, "_foreach_copy_", original)
+    run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch)
+    assert_same(read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread"))
+    assert calls and max(calls) > 1
+    assert hook._deferred is not None and hook._deferred.invalidated == 0
+
+
+def test_later_steps_replay_the_parameters_decisions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under an unchanged save key the weights' decisions of the first step are replayed: the
+    # deferred ones go straight to the copier (not through the full save path) and the values
+    # written are still the on-thread copy's.
+    full_path: list[str] = []
+    original = Hook._save_torch
+
+    def counted(self: Hook, name: str, value: object) -> None:
+        if name.startswith("Net_") and "output" not in name:
+            full_path.append(name)
+        original(self, name, value)
+
+    monkeypatch.setattr(Hook, "_save_torch", counted)
+    run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch)
+    params = 6  # conv, fc1, fc2: weight and bias
+    # The first two steps take the full path (the first one's decisions record the names in
+    # their collections: a new save key), the later ones replay.
+    assert len(full_path) == 2 * params
+    monkeypatch.setattr(Hook, "_save_torch", original)
+    run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch)
+    assert_same(read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread"))
