@@ -41,6 +41,7 @@ from murphy.hook.torch_deferred import DeferredCopies, deferral_possible
 from murphy.hook.torch_params import ParamPlan
 from murphy.hook.torch_util import dist_rank_world, forget_empty_grad_hooks, tensors_of
 from murphy.hook.writer import Record
+from murphy.hook.writer_process import writer_process_for
 from murphy.storage import ObjectStore
 
 _log = logging.getLogger(LOGGER_NAME)
@@ -76,6 +77,11 @@ class Hook(BaseHook):
         # Snapshot copies off the training thread, where they can help (torch_deferred.deferral_possible).
         if self._writes and deferral_possible():
             self._deferred = backend.deferred_copies()
+            # ... and the encoding and files out of the process, where it can (writer_process).
+            process = writer_process_for(self.store, self.worker)
+            if process is not None:
+                backend.use_arena(process.arena)
+                self._writer.use_process(process)
         # While a gradient hook saves: its parameter (a gradient is handed off from param.grad).
         self._grad_param: torch.nn.Parameter | None = None
         self._backward_fence_queued = False

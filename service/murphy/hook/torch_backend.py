@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from murphy.hook.backend import NumpyBackend
+from murphy.hook.shm_arena import SharedArena
 from murphy.hook.staging import StagingPool
 from murphy.hook.torch_deferred import DeferredCopies, DeferredSnap
 
@@ -45,11 +46,28 @@ class TorchBackend:
         # both a module's output and the next module's input. Entries keep the source alive so
         # ids stay unique, and record its version counter: an in-place change needs a new copy.
         self._step_copies: dict[int, tuple[torch.Tensor, int, _Snap]] = {}
+        #: Where staging buffers come from when a writer process reads them (else private memory).
+        self.arena: SharedArena | None = None
+
+    def use_arena(self, arena: SharedArena) -> None:
+        """Carve the staging buffers out of ``arena`` from now on (a writer process reads them)."""
+        self.arena = arena
+
+    def _alloc(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        arena = self.arena
+        if arena is not None:
+            nbytes = _numel(shape) * torch.empty((), dtype=dtype).element_size()
+            offset = arena.alloc(nbytes)
+            if offset is not None:
+                with torch.inference_mode(False):
+                    raw = torch.frombuffer(arena.mm, dtype=torch.uint8, count=nbytes, offset=offset)
+                    return raw.view(dtype).view(shape)
+        return _empty(shape, dtype)
 
     def deferred_copies(self) -> DeferredCopies:
         """A copier thread (murphy.hook.torch_deferred) for the hook, which owns it (and fences it
         at every step's end), copying into this backend's staging buffers."""
-        return DeferredCopies(self._pool, _empty)
+        return DeferredCopies(self._pool, self._alloc)
 
     @staticmethod
     def deferrable(value: Any) -> bool:
@@ -88,7 +106,7 @@ class TorchBackend:
         """A copy of CPU tensor ``t`` in a reused, C-contiguous buffer (murphy.hook.staging)."""
         key = (tuple(t.shape), t.dtype)
         nbytes = t.numel() * t.element_size()
-        buf = self._pool.take(key, nbytes, lambda: _empty(key[0], key[1]))
+        buf = self._pool.take(key, nbytes, lambda: self._alloc(key[0], key[1]))
         try:
             buf.copy_(t)
         except RuntimeError:  # e.g. a buffer torch refuses to update here: a plain copy instead
@@ -143,6 +161,13 @@ class TorchBackend:
             self._cuda_pending = True
             return t.to("cpu", non_blocking=True)
         return t.to("cpu")
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:

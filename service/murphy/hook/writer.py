@@ -33,6 +33,7 @@ from murphy.core.modes import ModeKeys
 from murphy.hook.backend import TensorBackend
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard
 from murphy.hook.tensorboard import TensorBoardSink
+from murphy.hook.writer_process import ProcessGone, WriterProcess
 from murphy.storage import ObjectStore
 from murphy.tensorio.manifest import ManifestWriter, manifest_enabled
 from murphy.tensorio.writer import StepWriter
@@ -127,6 +128,8 @@ class BackgroundWriter:
         self.steps_dropped = 0
         #: TensorBoard summaries of each written step (murphy.hook.tensorboard), when enabled.
         self.tensorboard: TensorBoardSink | None = None
+        #: Encodes and writes the steps out of this process, when set (murphy.hook.writer_process).
+        self.process: WriterProcess | None = None
 
     def submit_step(self, batch: StepBatch) -> None:
         """Queue a step for writing (see the module docs for what happens when the queue is full)."""
@@ -161,6 +164,8 @@ class BackgroundWriter:
         if thread is not None:
             self._enqueue(_STOP)
             thread.join(timeout)
+        if self.process is not None:
+            self.process.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
         if self.steps_dropped:
@@ -276,6 +281,43 @@ class BackgroundWriter:
             if isinstance(item, StepBatch):
                 self._give_back(item)
 
+    def _write_in_process(self, batch: StepBatch) -> bool:
+        """Write ``batch`` through the writer process; False when it is gone (the caller writes
+        it here, as every later step)."""
+        process = self.process
+        assert process is not None
+        to_numpy, make = self._backend.to_numpy, process.record
+        records: list[tuple[Any, ...]] = []
+        arrays: list[tuple[str, Any]] | None = [] if self.tensorboard is not None else None
+        for rec in batch.records:
+            snap = rec.snap
+            if type(snap) is float:
+                records.append(("f", rec.name, snap, rec.shape))
+                if arrays is not None:
+                    arrays.append((rec.name, np.array([snap])))
+            elif snap is None:
+                records.append(("s", rec.name, rec.shape or ()))
+            else:
+                array, original_dtype = to_numpy(snap)
+                if array is None:
+                    continue  # invalidated by the backend's fence (counted and logged there)
+                records.append(make(rec.name, array, original_dtype, rec.shape))
+                if arrays is not None:
+                    arrays.append((rec.name, array))
+        try:
+            index_name, index_bytes = process.write(batch.step, batch.mode, batch.mode_step, records)
+        except ProcessGone as exc:
+            self.process = None
+            _log.warning("murphy hook: the writer process %s; this step and the later ones are written by "
+                         "the writer thread", exc)
+            return False
+        self.steps_written += 1
+        if self.manifest is not None and index_bytes is not None:
+            self.manifest.add(index_name, batch.step, index_bytes)
+        if self.tensorboard is not None and arrays is not None:
+            self.tensorboard.write_step(batch.step, batch.mode, arrays)
+        return True
+
     def _give_back(self, batch: StepBatch) -> None:
         """Hand the step's snapshots back to the backend (their buffers may be reused)."""
         release = self._release
@@ -287,11 +329,23 @@ class BackgroundWriter:
             except Exception as exc:
                 self._guard.trip(exc, "writer (release)")
 
+    def use_process(self, process: WriterProcess) -> None:
+        """Write the steps through ``process`` (murphy.hook.writer_process) from now on; it is
+        started now, so that its imports overlap the script's own set-up, not its first step."""
+        self.process = process
+        try:
+            process.start()
+        except ProcessGone as exc:
+            self.process = None
+            _log.warning("murphy hook: the writer process %s; the writer thread writes the steps", exc)
+
     def _write_step(self, batch: StepBatch) -> None:
         if batch.fence is not None:
             batch.fence()
         if self.manifest is not None:
             self.manifest.begin()
+        if self.process is not None and self._write_in_process(batch):
+            return
         # stream: records reach the file as they are encoded (short GIL holds, see StepWriter).
         writer = StepWriter(self._store, batch.step, self._worker, batch.mode, batch.mode_step, stream=True)
         # The step's arrays are kept for TensorBoard only when it is on (no list otherwise).
