@@ -82,16 +82,23 @@ class Job:
         self.out_dir = tempfile.mkdtemp(prefix=f"{variant or 'plain'}-", dir=scratch) + "/run"
         self.raw = raw_files.get(self.tensors or "") if self.impl == "raw" else None
         self.raw_cpu = 0.0
-        if self.impl in ("murphy", "murphyT", "smdebug"):
-            Hook, SaveConfig, ReductionConfig, modes = hook_api(self.impl)
+        if self.impl in ("murphy", "murphyT", "murphyW", "smdebug"):
+            Hook, SaveConfig, ReductionConfig, modes = hook_api("murphy" if self.impl == "murphyW" else self.impl)
             # murphyT: murphy with every snapshot copied on the training thread (no deferred copies).
             if self.impl == "murphyT":
                 os.environ["MURPHY_HOOK_DEFERRED_COPY"] = "0"
+            # murphyW: deferred copies, but the writer thread encodes and writes (no writer process).
+            if self.impl == "murphyW":
+                os.environ["MURPHY_HOOK_WRITER_PROCESS"] = "0"
             self.hook = Hook(out_dir=self.out_dir, save_config=SaveConfig(save_interval=1),
                              reduction_config=ReductionConfig(save_raw_tensor=True),
                              include_collections=COLLECTIONS[self.tensors or "wg"],
                              include_regex=OUTPUT_REGEX[self.tensors or "wg"])
             os.environ.pop("MURPHY_HOOK_DEFERRED_COPY", None)
+            os.environ.pop("MURPHY_HOOK_WRITER_PROCESS", None)
+            process = getattr(getattr(self.hook, "_writer", None), "process", None)
+            if process is not None:
+                WRITER_PROCESSES.append(process)
             self.hook.register_module(self.model)
             self.hook.register_loss(self.loss_fn)
             self.hook.set_mode(modes.TRAIN)
@@ -125,7 +132,7 @@ class Job:
             os.close(fd)
 
     def end_block(self) -> None:
-        if self.hook is not None and self.impl in ("murphy", "murphyT"):
+        if self.hook is not None and self.impl in ("murphy", "murphyT", "murphyW"):
             self.hook.flush()
 
     def harvest(self) -> int:
@@ -208,9 +215,30 @@ class CallbackClock:
 CALLBACKS = CallbackClock()
 
 
+#: murphy's writer processes (murphy.hook.writer_process): their CPU is the hook's too.
+WRITER_PROCESSES: list[Any] = []
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _child_cpu() -> float:
+    total = 0.0
+    for process in WRITER_PROCESSES:
+        pid = process.pid
+        if pid is None:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+    return total
+
+
 def _cpu() -> float:
+    """This process's CPU (every thread) plus its writer processes'."""
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    return r.ru_utime + r.ru_stime + _child_cpu()
 
 
 def _switches() -> int:
@@ -232,7 +260,7 @@ def block(job: Job, steps: int) -> dict[str, float]:
     direct = (CALLBACKS.acc - cb0) + (job.raw_cpu - raw0) + max(0.0, cpu - train)
     out = {
         "direct_cpu_ms": direct * 1e3,
-        "dropped": float(job.hook.steps_dropped) if job.impl in ("murphy", "murphyT") else 0.0,
+        "dropped": float(job.hook.steps_dropped) if job.impl in ("murphy", "murphyT", "murphyW") else 0.0,
         "cpu_ms": (_cpu() - c0) * 1e3, "train_cpu_ms": (time.thread_time() - t0) * 1e3,
         "train_wall_ms": w_steps * 1e3, "wall_ms": (time.perf_counter() - w0) * 1e3,
         "switches": float(_switches() - s0),

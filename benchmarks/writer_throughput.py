@@ -4,8 +4,11 @@ The same CNN (benchmarks/_writer_bench_worker.py) saves every step, pinned to ON
 two: its weights+biases+gradients (``wg``, ~2.5 MB/step) and, in the ``wgo`` rows, also its layer
 outputs (~4.7 MB/step). Three writers:
 
-* murphy's PyTorch hook (murphy's venv), with its deferred snapshot copies (``murphy``) and with
-  every copy on the training thread (``murphyT``: ``MURPHY_HOOK_DEFERRED_COPY=0``, the A/B);
+* murphy's PyTorch hook (murphy's venv), with its deferred snapshot copies (``murphy``; on two
+  cores its steps are encoded and written by a writer process, murphy.hook.writer_process, whose
+  CPU is counted with the block's), with the writer thread instead (``murphyW``:
+  ``MURPHY_HOOK_WRITER_PROCESS=0``) and with every copy on the training thread (``murphyT``:
+  ``MURPHY_HOOK_DEFERRED_COPY=0``, which also keeps the thread);
 * smdebug 1.0.34's PyTorch hook (its own venv). Its "outputs" collection saves nothing on torch
   2.x, so both libraries select the layer outputs by name (``include_regex``) and write the same
   tensors and bytes (the driver checks the MB per step and flags unequal work);
@@ -43,7 +46,7 @@ import numpy as np
 from _common import machine, run_json, smdebug_python, table
 
 WORKER = str(Path(__file__).resolve().parent / "_writer_bench_worker.py")
-MURPHY_VARIANTS = "murphy-wg,murphy-wgo,murphyT-wg,murphyT-wgo,raw-wg,raw-wgo"
+MURPHY_VARIANTS = "murphy-wg,murphy-wgo,murphyW-wg,murphyW-wgo,murphyT-wg,murphyT-wgo,raw-wg,raw-wgo"
 SMDEBUG_VARIANTS = "smdebug-wg,smdebug-wgo"
 
 
@@ -152,6 +155,11 @@ def main() -> None:
             verdicts.append(f"{t}, {cores} core(s), deferred copies vs on the training thread (murphyT): training "
                             f"thread +{d['train_cpu']:.2f} vs +{o['train_cpu']:.2f} CPU ms/step, +{d['train_wall']:.2f} "
                             f"vs +{o['train_wall']:.2f} ms/step wall; process +{d['cpu']:.2f} vs +{o['cpu']:.2f} CPU ms/step")
+    for t in ("wg", "wgo"):
+        d, w = s[(f"murphy-{t}", 2)], s[(f"murphyW-{t}", 2)]
+        verdicts.append(f"{t}, 2 cores, writer process vs writer thread (murphyW): training thread "
+                        f"+{d['train_wall']:.2f} vs +{w['train_wall']:.2f} ms/step wall, +{d['train_cpu']:.2f} vs "
+                        f"+{w['train_cpu']:.2f} CPU ms/step; all processes +{d['cpu']:.2f} vs +{w['cpu']:.2f} CPU ms/step")
     print("\n".join(verdicts))
     ph = docs[("murphy", 1)].get("phases")
     if ph:
