@@ -11,7 +11,7 @@ from murphy.hook.backend import NumpyBackend
 from murphy.hook.config import HookConfig
 from murphy.hook.writer import BackgroundWriter, Record, StepBatch, _Flush
 from murphy.hook.xgboost_names import DEFAULT_SAVE_INTERVAL
-from murphy.tensorio.writer import write_float_step
+from murphy.tensorio.float_step import FloatSteps
 
 
 class InlineWriter(BackgroundWriter):
@@ -21,6 +21,11 @@ class InlineWriter(BackgroundWriter):
     then GIL hand-offs while xgboost runs) than writing two local files in the callback, which is
     what smdebug does too.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Keeps each metric's record pieces and index fragment: a round encodes two doubles.
+        self._float_steps = FloatSteps(self._worker)
 
     def _put(self, item: object, force: bool = False) -> None:
         if self._closed and not force:
@@ -39,8 +44,8 @@ class InlineWriter(BackgroundWriter):
         # A round of float metrics (the default): the same files in one pass, no StepWriter.
         if self.manifest is not None:
             self.manifest.begin()
-        key, data = write_float_step(self._store, batch.step, self._worker, batch.mode, batch.mode_step,
-                                     [(r.name, r.snap) for r in records])
+        key, data = self._float_steps.write(self._store, batch.step, batch.mode, batch.mode_step,
+                                            [(r.name, r.snap) for r in records])
         self.steps_written += 1
         if self.manifest is not None:
             self.manifest.add(key, batch.step, data)
