@@ -60,6 +60,7 @@ class FloatSteps:
             raise ValueError("a float step holds at least one tensor")  # StepWriter would write nothing
         if type(mode) is not ModeKeys:
             mode = ModeKeys(mode)
+        # mode._name_ and ._value_ below: Enum's name and value are properties (Python frames).
         event_key, index_key = self.keys(step)
         clock, pack, footer = self._clock, _F64.pack, MAGIC_FOOTER_BYTES
         step_field = _STEP_TAG + w.encode_varint(step) if step else b""  # proto3 leaves 0 out
@@ -73,7 +74,7 @@ class FloatSteps:
             rows.append(f"{self._json_name(name)}{offset}, \"length\": {length}}}")
             offset += length
         store.put(event_key, b"".join(pieces))
-        data = (f'{{"meta": {{"mode": "{mode.name}", "mode_step": {int(mode_step)}, "event_file_name": '
+        data = (f'{{"meta": {{"mode": "{mode._name_}", "mode_step": {int(mode_step)}, "event_file_name": '
                 f'{_json_str(event_key)}}}, "tensor_payload": [{", ".join(rows)}], "shape_payload": []}}').encode()
         store.put(index_key, data)
         return index_key, data
@@ -82,7 +83,7 @@ class FloatSteps:
         """The step's plugin data (mode step, mode): the general encoder's, from a template of
         the bytes around the decimal mode step, learnt per (mode, number of digits)."""
         digits = str(mode_step)
-        key = (mode._value_, len(digits))  # Enum's hash is a Python call: the value is not
+        key = (mode._value_, len(digits))  # not the mode: its hash is a Python call
         frames = self._meta_frames
         if key not in frames:
             frames[key] = _meta_frame(mode, mode_step)
