@@ -297,12 +297,14 @@ class LocalObjectStore:
         # Walk only the directory the prefix names, then filter: the tensor layout puts the
         # interesting prefixes ("index/", "collections/000000000/") on directory boundaries.
         dir_part, _, _ = prefix.rpartition("/")
-        top = self._root / dir_part if dir_part else self._root
-        if not top.is_dir():
+        # String paths: a hook lists its (usually missing) manifest directory at its first save.
+        root = self._root_str or "/"
+        top = f"{self._root_str}/{dir_part.strip('/')}" if dir_part.strip("/") else root
+        if not os.path.isdir(top):
             return iter(())
         keys: list[str] = []
         for dirpath, dirnames, filenames in os.walk(top):
-            rel_dir = os.path.relpath(dirpath, self._root).replace(os.sep, "/")
+            rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
             rel_dir = "" if rel_dir == "." else rel_dir
             # Prune directories that cannot hold keys past start_after or under the prefix.
             kept = []
