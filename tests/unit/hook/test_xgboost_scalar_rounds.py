@@ -93,6 +93,8 @@ def test_the_collections_file_is_the_documents_json(tmp_path: Path) -> None:
     hook.get_collection("custom").save_config = SaveConfig(save_steps=[1, 2])
     hook.get_collection("custom").reduction_config = ReductionConfig(norms=["l2"], save_shape=True)
     hook.get_collection("weights").add_tensor_name("fc.weight")
+    hook.get_collection("custom").add_tensor_name('qu"o\\te ünï\t☃')  # escaped as json.dumps escapes
+    hook.get_collection("custom").include(r"^y\d+$")
     hook.get_collection("custom").save_histogram = False
     hook.get_collection("losses").reduction_config = ReductionConfig(reductions=["max"])  # ignored: scalars are raw
     for workers in (1, 4):
