@@ -154,7 +154,8 @@ class SaveConfig:
 
     def get_save_config(self, mode: ModeKeys) -> SaveConfigMode:
         """The rule for ``mode`` (smdebug's default rule if the mode is unset)."""
-        cfg = self._configs[ModeKeys(mode)]
+        # ModeKeys(mode) only for another mode type: Enum's call is two Python frames a step.
+        cfg = self._configs[mode if type(mode) is ModeKeys else ModeKeys(mode)]
         return _DEFAULT_MODE if cfg is None else cfg
 
     def set_save_config(self, mode: ModeKeys, cfg: SaveConfigMode | Mapping[str, Any]) -> None:

@@ -265,26 +265,31 @@ class BaseHook:
             return
         self._begin_full_step()
 
-    def _begin_full_step(self) -> None:
+    def _begin_full_step(self) -> tuple[int, int]:
         """Start the next step with every check; compute how many quiet steps follow it.
 
         The next due step of each mode is precomputed and only recomputed when it is reached or
-        when the collections changed.
+        when the collections changed. Returns the mode's ``(collections generation, next due
+        mode step)`` (``sys.maxsize``: never).
         """
         if self._records or self._pending_scalars:
             self._end_step()
         if self._saved_any and not self._collections_written:
             self._export_collections()
         self.step += 1
-        steps = self._mode_steps
-        steps[self._step_mode] = self._mode_step
-        mode = self._step_mode = self.mode
-        mode_step = self._mode_step = steps[mode] = steps[mode] + 1
+        mode = self.mode
+        if mode is self._step_mode:
+            # The same mode: its counter is _mode_step (folded into _mode_steps on a change).
+            mode_step = self._mode_step = self._mode_step + 1
+        else:
+            steps = self._mode_steps
+            steps[self._step_mode] = self._mode_step
+            self._step_mode = mode
+            mode_step = self._mode_step = steps[mode] = steps[mode] + 1
         generation = self.collections.generation
         cached = self._next_due.get(mode)
         if cached is None or cached[0] != generation or mode_step >= cached[1]:
-            due = self.collections.due(mode, mode_step)
-            nxt = self.collections.next_due(mode, mode_step + 1)
+            due, nxt = self.collections.schedule(mode, mode_step)
             cached = self._next_due[mode] = (generation, sys.maxsize if nxt is None else nxt)
         else:
             due = frozenset()
@@ -292,6 +297,7 @@ class BaseHook:
         if not due and not self.guard.disabled and not self._closed:
             # Steps mode_step+1 .. next due-1 of this mode save nothing (until _wake).
             self._quiet = max(0, cached[1] - mode_step - 1)
+        return cached
 
     def _wake(self) -> None:
         """Something changed that quiet steps would miss: the next step does the full start."""
@@ -354,7 +360,7 @@ class BaseHook:
         self._pending_scalars.clear()
         if not self._records:
             return
-        batch = StepBatch(self.step, self._step_mode, self.mode_step, self._records, self.backend.fence())
+        batch = StepBatch(self.step, self._step_mode, self._mode_step, self._records, self.backend.fence())
         self._records = []
         self._saved_any = True
         self._writer.submit_step(batch)

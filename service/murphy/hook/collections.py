@@ -10,9 +10,11 @@ which bumps :attr:`HookCollections.generation` for the caches the adapters keep.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from json.encoder import encode_basestring_ascii as _json_str
+from typing import Literal
 
 from murphy.core.collection import (
     NON_HISTOGRAM_COLLECTIONS,
@@ -140,9 +142,10 @@ class HookCollections:
 
     def due(self, mode: ModeKeys, mode_step: int) -> frozenset[str]:
         """The included collections saved at ``mode_step`` of ``mode``."""
+        skip_train_only = _eval_like(mode)
         out: set[str] = set()
         for name in self.included:
-            if mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and name in TRAIN_ONLY_COLLECTIONS:
+            if skip_train_only and name in TRAIN_ONLY_COLLECTIONS:
                 continue
             if self.effective_save_config(name).should_save_step(mode, mode_step):
                 out.add(name)
@@ -150,14 +153,33 @@ class HookCollections:
 
     def next_due(self, mode: ModeKeys, mode_step: int) -> int | None:
         """The first step ``>= mode_step`` of ``mode`` at which :meth:`due` is not empty (None: never)."""
+        skip_train_only = _eval_like(mode)
         best: int | None = None
         for name in self.included:
-            if mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and name in TRAIN_ONLY_COLLECTIONS:
+            if skip_train_only and name in TRAIN_ONLY_COLLECTIONS:
                 continue
             step = next_save_step(self.effective_save_config(name).get_save_config(mode), mode_step)
             if step is not None and (best is None or step < best):
                 best = step
         return best
+
+    def schedule(self, mode: ModeKeys, mode_step: int) -> tuple[frozenset[str], int | None]:
+        """``(due(mode, mode_step), next_due(mode, mode_step + 1))`` in one pass over the included
+        collections (a step start needs both)."""
+        skip_train_only = _eval_like(mode)
+        due: list[str] = []
+        best: int | None = None
+        after = mode_step + 1
+        for name in self.included:
+            if skip_train_only and name in TRAIN_ONLY_COLLECTIONS:
+                continue
+            cfg = self.effective_save_config(name).get_save_config(mode)
+            if cfg.should_save_step(mode_step):
+                due.append(name)
+            step = next_save_step(cfg, after)
+            if step is not None and (best is None or step < best):
+                best = step
+        return frozenset(due), best
 
     def matching(self, tensor_name: str) -> tuple[str, ...]:
         """The included collections ``tensor_name`` belongs to (sorted, cached)."""
@@ -201,46 +223,62 @@ def collections_json_bytes(colls: HookCollections, num_workers: int) -> bytes:
     """The collections file: every known collection with its effective configs filled in.
 
     Written once per hook, at the round after the first save: serialised straight from the
-    hook's collections and configs (no document objects built), each distinct config once:
-    the bytes of the :class:`~murphy.core.collection.CollectionsDoc` of those collections.
+    hook's collections and configs (no document objects built), each distinct config encoded
+    once and the rest formatted as ``json.dumps`` writes it (its separators, ASCII escapes and
+    key order): the bytes of the :class:`~murphy.core.collection.CollectionsDoc` of those
+    collections.
     """
-    memo: dict[int, Any] = {}
+    memo: dict[int, str] = {}
 
-    def config_json(cfg: SaveConfig | ReductionConfig | None) -> Any:
+    def config_json(cfg: SaveConfig | ReductionConfig | None) -> str:
         if cfg is None:
-            return None
+            return "null"
         hit = memo.get(id(cfg))
         if hit is None:
-            hit = memo[id(cfg)] = cfg.to_json_dict()
+            hit = memo[id(cfg)] = json.dumps(cfg.to_json_dict())
         return hit
 
-    out: dict[str, Any] = {}
+    def strings(values: Iterable[str]) -> str:
+        return f"[{', '.join(_json_str(v) for v in values)}]"
+
+    entries = []
     for name, coll in colls.collections.items():
         # smdebug's rule, whatever the user set: scalar and summary collections are saved raw,
         # unreduced, and without histograms.
         reduction = _RAW_ONLY if name in NON_REDUCTION_COLLECTIONS else coll.reduction_config or colls.reduction_config
+        histogram = coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS
+        key = _json_str(name)
         # Collection.to_json_dict's keys, in its order.
-        out[name] = {
-            "name": name,
-            "include_regex": list(coll.include_regex),
-            "tensor_names": sorted(coll.tensor_names),
-            "reduction_config": config_json(reduction),
-            "save_config": config_json(colls.effective_save_config(name)),
-            "save_histogram": coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS,
-        }
-    return json.dumps({"collections": out, "_meta": {"num_workers": num_workers}}).encode()
+        entries.append(
+            f'{key}: {{"name": {key}, "include_regex": {strings(coll.include_regex)}, '
+            f'"tensor_names": {strings(sorted(coll.tensor_names))}, "reduction_config": {config_json(reduction)}, '
+            f'"save_config": {config_json(colls.effective_save_config(name))}, '
+            f'"save_histogram": {json.dumps(histogram) if type(histogram) is not bool else "true" if histogram else "false"}}}'
+        )
+    return f'{{"collections": {{{", ".join(entries)}}}, "_meta": {{"num_workers": {json.dumps(num_workers)}}}}}'.encode()
 
 
 def next_save_step(cfg: SaveConfigMode, step: int) -> int | None:
     """The first step ``>= step`` that ``cfg.should_save_step`` accepts (None: none ever)."""
-    # save_steps is sorted.
-    candidates = [s for s in cfg.save_steps if s >= step][:1]
+    best: int | None = None
+    steps = cfg.save_steps  # sorted
+    if steps:
+        i = bisect_left(steps, step)
+        if i < len(steps):
+            best = steps[i]
     first = max(step, cfg.start_step)
     # The interval is not offset by start_step: the next multiple of it at or after ``first``.
     nxt = -(-first // cfg.save_interval) * cfg.save_interval
-    if cfg.end_step is None or nxt < cfg.end_step:
-        candidates.append(nxt)
-    return min(candidates) if candidates else None
+    if (cfg.end_step is None or nxt < cfg.end_step) and (best is None or nxt < best):
+        best = nxt
+    return best
+
+
+def _eval_like(mode: ModeKeys) -> bool:
+    """EVAL or PREDICT (identity first: ``==`` on a mode is a Python call)."""
+    if mode is ModeKeys.EVAL or mode is ModeKeys.PREDICT:
+        return True
+    return type(mode) is not ModeKeys and mode in (ModeKeys.EVAL, ModeKeys.PREDICT)
 
 
 def _write_order(items: list[tuple[str, bool]]) -> list[tuple[str, bool]]:

@@ -321,9 +321,12 @@ class BackgroundWriter:
     def _give_back(self, batch: StepBatch) -> None:
         """Hand the step's snapshots back to the backend (their buffers may be reused)."""
         release = self._release
+        if release is None:  # nothing to give back to (numpy and XGBoost snapshots)
+            batch.records = []
+            return
         snaps = [rec.snap for rec in batch.records if rec.snap is not None]
         batch.records = []
-        if release is not None and snaps:
+        if snaps:
             try:
                 release(snaps)
             except Exception as exc:

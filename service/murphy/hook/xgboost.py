@@ -232,7 +232,8 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         quiet = self._quiet_until
         if (quiet is not None and epoch == self.step + 1 and epoch < quiet[1]
                 and self.collections.generation == quiet[0] and not self._records and not self._pending_scalars):
-            self.step = self._mode_step = self._mode_steps[ModeKeys.GLOBAL] = epoch
+            # The mode is GLOBAL (set by the full path): _mode_step is its counter (BaseHook).
+            self.step = self._mode_step = epoch
             if self._saving:
                 self._set_due(frozenset())
             if self._saved_any and not self._collections_written:
@@ -247,9 +248,8 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._step_mode = self.mode = ModeKeys.GLOBAL
         self._quiet = 0
         self._next_due.clear()
-        self._begin_full_step()
-        # (generation, next due round after this one): _begin_full_step has just computed it.
-        self._quiet_until = self._next_due[ModeKeys.GLOBAL]
+        # (generation, next due round after this one), which _begin_full_step has just computed.
+        self._quiet_until = self._begin_full_step()
 
     def _put(self, name: str, value: Any) -> None:
         if type(value) is float:  # a metric: saved as shape [1] (XGBoostBackend), no array here

@@ -11,7 +11,7 @@ from murphy.hook.backend import NumpyBackend
 from murphy.hook.config import HookConfig
 from murphy.hook.writer import BackgroundWriter, Record, StepBatch, _Flush
 from murphy.hook.xgboost_names import DEFAULT_SAVE_INTERVAL
-from murphy.tensorio.writer import write_float_step
+from murphy.tensorio.float_step import FloatSteps
 
 
 class InlineWriter(BackgroundWriter):
@@ -21,6 +21,11 @@ class InlineWriter(BackgroundWriter):
     then GIL hand-offs while xgboost runs) than writing two local files in the callback, which is
     what smdebug does too.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Keeps each metric's record pieces and index fragment: a round encodes two doubles.
+        self._float_steps = FloatSteps(self._worker)
 
     def _put(self, item: object, force: bool = False) -> None:
         if self._closed and not force:
@@ -32,18 +37,25 @@ class InlineWriter(BackgroundWriter):
 
     def _write_step(self, batch: StepBatch) -> None:
         records = batch.records
-        if (self.tensorboard is not None or batch.fence is not None or not records
-                or any(type(r.snap) is not float or r.shape is not None for r in records)):
+        items: list[tuple[str, float]] | None = None
+        if self.tensorboard is None and batch.fence is None and records:
+            items = []
+            for r in records:  # a loop, not any() and a comprehension: two frames less a round
+                if type(r.snap) is not float or r.shape is not None:
+                    items = None
+                    break
+                items.append((r.name, r.snap))
+        if items is None:
             super()._write_step(batch)
             return
         # A round of float metrics (the default): the same files in one pass, no StepWriter.
-        if self.manifest is not None:
-            self.manifest.begin()
-        key, data = write_float_step(self._store, batch.step, self._worker, batch.mode, batch.mode_step,
-                                     [(r.name, r.snap) for r in records])
+        manifest = self.manifest
+        if manifest is not None:
+            manifest.begin()
+        key, data = self._float_steps.write(self._store, batch.step, batch.mode, batch.mode_step, items)
         self.steps_written += 1
-        if self.manifest is not None:
-            self.manifest.add(key, batch.step, data)
+        if manifest is not None:
+            manifest.add(key, batch.step, data)
 
     def close(self, timeout: float | None = None) -> None:
         self._closed = True
@@ -89,8 +101,9 @@ def replay_metric_plan(
     when the collections, the due set, the metric names or a value's type differ."""
     if plan[0] != generation or plan[1] != due or len(items) != len(plan[2]):
         return None
-    if any(name != items[i][0] for i, name in enumerate(plan[2])):
-        return None
+    for i, name in enumerate(plan[2]):  # a loop, not any(): no generator frames at every round
+        if name != items[i][0]:
+            return None
     records = []
     for i, shape in plan[3]:
         name, value = items[i]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -49,17 +50,54 @@ def _tmp_name(directory: str, name: str) -> str:
 
 
 def _make_dir(directory: str, known: set[str]) -> None:
-    """Make sure ``directory`` exists, with one ``mkdir`` when its parent does (a new step's
-    ``events/<step>/``), instead of a failed ``open`` and a ``stat`` before it."""
-    try:
-        os.mkdir(directory)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        os.makedirs(directory, exist_ok=True)
+    """Make sure ``directory`` exists with ``mkdir`` calls only (no ``stat``), remembering every
+    directory made or found in ``known``.
+
+    Its parent known (a new step's ``events/<step>/``): one ``mkdir``. Another known ancestor
+    (the trial root, for ``collections/000000000/``): one ``mkdir`` per missing level, top down.
+    No known ancestor (a new store's first put): ``mkdir`` upwards until one is made or found,
+    then down again. A known directory deleted since: ``os.makedirs``.
+    """
     if len(known) >= _KNOWN_DIRS_MAX:
         known.clear()
-    known.add(directory)
+    missing = [directory]
+    parent = directory.rpartition("/")[0]
+    while parent and parent not in known:
+        missing.append(parent)
+        parent = parent.rpartition("/")[0]
+    if not parent:
+        missing = _unmade_levels(directory, known)
+    try:
+        for level in reversed(missing):
+            # try/except, not contextlib.suppress: this runs at every saved step (events/<step>/),
+            # and suppress is three Python calls around the one system call.
+            try:  # noqa: SIM105
+                os.mkdir(level)
+            except FileExistsError:
+                pass
+            known.add(level)
+    except FileNotFoundError:  # a known directory was deleted behind the store's back
+        os.makedirs(directory, exist_ok=True)
+        known.add(directory)
+
+
+def _unmade_levels(directory: str, known: set[str]) -> list[str]:
+    """``mkdir`` of ``directory``, then of each ancestor while the one above is missing: the
+    first made or found goes into ``known``; the levels below it, bottom first, are returned."""
+    levels: list[str] = []
+    level = directory
+    while level:
+        try:
+            os.mkdir(level)
+        except FileNotFoundError:
+            levels.append(level)
+            level = level.rpartition("/")[0]
+            continue
+        except FileExistsError:
+            pass
+        known.add(level)
+        break
+    return levels
 
 
 def _create(directory: str, name: str, known: set[str]) -> tuple[str, int]:
@@ -214,7 +252,31 @@ class LocalObjectStore:
             os.close(fd)
 
     def put(self, key: str, data: bytes) -> None:
-        self.put_parts(key, (data,))
+        if type(data) is not bytes:
+            self.put_parts(key, (data,))
+            return
+        # put_parts' system calls (open of a temp name, write, close, rename), without its
+        # file object: a saved XGBoost round makes two of these.
+        path = self._path_str(key)
+        directory, _, name = path.rpartition("/")
+        try:
+            tmp, fd = _create(directory, name, self._known_dirs)
+        except OSError as e:
+            raise StorageError(f"cannot write {key}: {e}") from e
+        try:
+            try:
+                n = os.write(fd, data) if data else 0
+                if n < len(data):
+                    write_all(fd, (memoryview(data)[n:],))  # a short write: resume after it
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(e, OSError):
+                raise StorageError(f"cannot write {key}: {e}") from e
+            raise
 
     def put_parts(self, key: str, parts: Sequence[Buffer]) -> None:
         """:meth:`put` of the concatenation of ``parts``, written with ``writev`` (no join)."""
@@ -235,12 +297,14 @@ class LocalObjectStore:
         # Walk only the directory the prefix names, then filter: the tensor layout puts the
         # interesting prefixes ("index/", "collections/000000000/") on directory boundaries.
         dir_part, _, _ = prefix.rpartition("/")
-        top = self._root / dir_part if dir_part else self._root
-        if not top.is_dir():
+        # String paths: a hook lists its (usually missing) manifest directory at its first save.
+        root = self._root_str or "/"
+        top = f"{self._root_str}/{dir_part.strip('/')}" if dir_part.strip("/") else root
+        if not os.path.isdir(top):
             return iter(())
         keys: list[str] = []
         for dirpath, dirnames, filenames in os.walk(top):
-            rel_dir = os.path.relpath(dirpath, self._root).replace(os.sep, "/")
+            rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
             rel_dir = "" if rel_dir == "." else rel_dir
             # Prune directories that cannot hold keys past start_after or under the prefix.
             kept = []
@@ -263,9 +327,10 @@ class LocalObjectStore:
         return iter(keys)
 
     def exists(self, key: str) -> bool:
+        # Path.is_file's answer from the string path (every hook asks, for the end marker).
         try:
-            return self._path(key).is_file()
-        except StorageError:
+            return stat.S_ISREG(os.stat(self._path_str(key)).st_mode)
+        except (StorageError, OSError, ValueError):
             return False
 
     def delete(self, key: str) -> None:

@@ -16,6 +16,7 @@ from murphy.core.modes import ModeKeys
 from murphy.exceptions import SMDebugRuntimeError
 from murphy.storage.base import ObjectStore, put_parts
 from murphy.tensorio.events import encode_tensor_event_parts
+from murphy.tensorio.float_step import FloatSteps
 from murphy.tensorio.framing import Buffer, frame_parts
 from murphy.tensorio.index import IndexEntry, ShapeEntry, StepIndex
 from murphy.tensorio.locations import (
@@ -176,21 +177,9 @@ def write_float_step(
     store: ObjectStore, step: int, worker: str, mode: ModeKeys, mode_step: int, items: Sequence[tuple[str, float]]
 ) -> tuple[str, bytes]:
     """What a :class:`StepWriter` writes for ``items`` (Python floats: float64 records of shape
-    [1]), in one pass: the events file, then its index. Returns the index key and bytes."""
-    event_key = event_file_key(step, worker)
-    parts: list[Buffer] = []
-    entries: list[IndexEntry] = []
-    offset = 0
-    for name, value in items:
-        framed, length = frame_parts(encode_tensor_event_parts(name, value, step=step, mode=mode, mode_step=mode_step))
-        parts.extend(framed)
-        entries.append(IndexEntry(name, offset, length))
-        offset += length
-    put_parts(store, event_key, parts)
-    index_key = index_file_key(step, worker)
-    data = StepIndex(mode, mode_step, event_key, entries).to_json_bytes()
-    store.put(index_key, data)
-    return index_key, data
+    [1]), in one pass: the events file, then its index. Returns the index key and bytes. A
+    writer of many steps keeps a :class:`~murphy.tensorio.float_step.FloatSteps` instead."""
+    return FloatSteps(worker).write(store, step, mode, mode_step, items)
 
 
 def write_collections(store: ObjectStore, doc: CollectionsDoc, worker: str = DEFAULT_WORKER_NAME) -> str:

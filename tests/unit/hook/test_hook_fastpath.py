@@ -59,14 +59,40 @@ def test_skipping_steps_gives_the_full_rules_decisions(
                     include_collections=["losses", *coll_cfgs])
     for name, cfg in coll_cfgs.items():
         hook.get_collection(name).save_config = cfg
+    counts = dict.fromkeys(ModeKeys, -1)
     for i, mode in enumerate(schedule):
         if i == len(schedule) // 2 and coll_cfgs:
             # A change between steps must be seen at the next step.
             hook.get_collection(next(iter(coll_cfgs))).save_config = SaveConfig(save_interval=3)
         hook.set_mode(mode)
         hook._begin_step()
+        counts[mode] += 1
+        # Each mode's counter (kept in _mode_step while the mode stays: folded on a change).
+        assert hook.mode_step == counts[mode] and hook.mode_steps == counts, (i, mode)
         assert hook._due == hook.collections.due(mode, hook.mode_step), (i, mode)
         assert hook._saving == bool(hook._due)
+    hook.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    save_configs,
+    st.dictionaries(st.sampled_from(["weights", "gradients", "biases", "custom"]), save_configs, max_size=3),
+    st.sampled_from(list(ModeKeys)),
+    st.integers(0, 60),
+)
+def test_a_steps_schedule_is_its_due_collections_and_the_next_due_step(
+    hook_cfg: SaveConfig, coll_cfgs: dict[str, SaveConfig], mode: ModeKeys, step: int
+) -> None:
+    hook = BaseHook(InMemoryObjectStore(), dry_run=True, save_config=hook_cfg,
+                    include_collections=["losses", *coll_cfgs])
+    for name, cfg in coll_cfgs.items():
+        hook.get_collection(name).save_config = cfg
+    colls = hook.collections
+    assert colls.schedule(mode, step) == (colls.due(mode, step), colls.next_due(mode, step + 1))
+    # Past every start, end and listed step, one full period of the widest interval (500) is enough.
+    expected = next((s for s in range(step + 1, step + 1100) if colls.due(mode, s)), None)
+    assert colls.next_due(mode, step + 1) == expected
     hook.close()
 
 

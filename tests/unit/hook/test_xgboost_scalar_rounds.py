@@ -4,6 +4,7 @@ writes what the general numpy path writes, and the collections file is the docum
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,8 @@ def test_the_collections_file_is_the_documents_json(tmp_path: Path) -> None:
     hook.get_collection("custom").save_config = SaveConfig(save_steps=[1, 2])
     hook.get_collection("custom").reduction_config = ReductionConfig(norms=["l2"], save_shape=True)
     hook.get_collection("weights").add_tensor_name("fc.weight")
+    hook.get_collection("custom").add_tensor_name('qu"o\\te ünï\t☃')  # escaped as json.dumps escapes
+    hook.get_collection("custom").include(r"^y\d+$")
     hook.get_collection("custom").save_histogram = False
     hook.get_collection("losses").reduction_config = ReductionConfig(reductions=["max"])  # ignored: scalars are raw
     for workers in (1, 4):
@@ -140,3 +143,99 @@ def test_a_float_step_in_one_pass_is_the_step_writers_step(tmp_path: Path) -> No
     writer.close()
     assert key == writer.index_file_name and data == writer.index_bytes == two.get(key) == one.get(key)
     assert _records(tmp_path / "one") == _records(tmp_path / "two")
+
+
+def _fs_calls(monkeypatch: pytest.MonkeyPatch, root: Path) -> list[str]:
+    """Every file-system call the hook makes from now on, as ``call relative-path``."""
+    calls: list[str] = []
+    paths: dict[int, str] = {}
+
+    def rel(p: Any) -> str:  # a temp name without its unique suffix
+        return re.sub(r"\.\d+-\d+\.tmp$", "", os.path.relpath(os.fspath(p), root))
+
+    def spy(name: str) -> None:
+        real = getattr(os, name)
+
+        def call(*a: Any, **k: Any) -> Any:
+            if name == "open":
+                fd = real(*a, **k)
+                paths[fd] = rel(a[0])
+                calls.append(f"open {paths[fd]}")
+                return fd
+            what = paths.get(a[0], "?") if name in ("write", "writev", "close") and isinstance(a[0], int) else rel(a[0])
+            calls.append(f"{name} {what}")
+            return real(*a, **k)
+
+        monkeypatch.setattr(os, name, call)
+
+    for name in ("mkdir", "makedirs", "open", "write", "writev", "close", "replace", "rename", "stat", "lstat", "unlink"):
+        spy(name)
+    return calls
+
+
+def test_a_saved_default_round_makes_only_the_layouts_file_system_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "run"
+    hook = Hook(out_dir=str(out))
+    log = _log(41, as_numpy=False)
+    for epoch in range(21):
+        hook.after_iteration(None, epoch, log[epoch])
+    calls = _fs_calls(monkeypatch, out)
+    for epoch in range(21, 30):  # quiet rounds (the collections file went at round 1): nothing
+        hook.after_iteration(None, epoch, log[epoch])
+    assert calls == []
+    hook.after_iteration(None, 30, log[30])
+    events, index = "events/000000000030/000000000030_worker_0.tfevents", "index/000000000/000000000030_worker_0.json"
+    # The step's directory, then each file written once under a temp name and renamed into place.
+    assert calls == ["mkdir events/000000000030",
+                     f"open {events}", f"write {events}", f"close {events}", f"replace {events}",
+                     f"open {index}", f"write {index}", f"close {index}", f"replace {index}"]
+    calls.clear()
+    for epoch in range(31, 40):
+        hook.after_iteration(None, epoch, log[epoch])
+    assert calls == []
+    monkeypatch.undo()
+    hook.close()
+
+
+def test_a_default_runs_directories_are_made_once_each_and_nothing_is_statted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "run"
+    calls = _fs_calls(monkeypatch, out)
+    hook = Hook(out_dir=str(out))
+    for epoch, log in enumerate(_log(100, as_numpy=False)):
+        hook.after_iteration(None, epoch, log)
+    hook.close()
+    monkeypatch.undo()
+    # Construction asks whether the run already ended; the first save lists stale manifest segments.
+    assert [c for c in calls if c.startswith(("stat", "lstat"))] == ["stat training_job_end.ts",
+                                                                     "stat murphy-manifest/index/worker_0"]
+    mkdirs = [c.split()[1] for c in calls if c.startswith("mkdir")]
+    made = sorted(os.path.relpath(d, out) for d, _, _ in os.walk(out))
+    # The trial root's first directory is looked for upwards once (two misses), then each made once.
+    assert sorted(mkdirs) == sorted([*made, "events", "events/000000000000"])
+    assert not [c for c in calls if c.startswith(("makedirs", "writev", "unlink"))]
+
+
+def test_a_replayed_metrics_round_runs_no_general_encoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import murphy.tensorio.writer as step_writer
+
+    hook = Hook(out_dir=str(tmp_path))
+    logs = _log(100, as_numpy=False)
+    for epoch in range(21):  # rounds 0, 10, 20: a one- and a two-digit step learnt
+        hook.after_iteration(None, epoch, logs[epoch])
+    used: list[str] = []
+    # Every module that encodes records for the hook's writer (float_step: FloatSteps).
+    for module in (sys.modules.get("murphy.tensorio.float_step"), step_writer):
+        if module is not None and hasattr(module, "encode_tensor_event_parts"):
+            monkeypatch.setattr(module, "encode_tensor_event_parts", lambda name, *a, **k: used.append(name))
+    for epoch in range(21, 100):
+        hook.after_iteration(None, epoch, logs[epoch])
+    monkeypatch.undo()
+    hook.close()
+    assert used == []
+    assert len(_records(tmp_path)) == 10

@@ -80,6 +80,68 @@ def test_a_new_step_directory_is_one_mkdir_and_a_deleted_one_is_made_again(
     assert not [n for n in os.listdir(tmp_path / "run" / "index" / "000000000") if n.endswith(".tmp")]
 
 
+def test_a_new_trees_directories_are_mkdirs_only_each_made_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook's first files in a fresh out_dir: no stat, and past the first file every missing
+    level is one successful mkdir (the trial root and each directory the store made are known)."""
+    root = tmp_path / "new" / "run"
+    store = LocalObjectStore(root)
+    calls: list[str] = []
+    real_mkdir, real_stat = os.mkdir, os.stat
+
+    def mkdir(p: str, *a: object, **k: object) -> None:
+        try:
+            real_mkdir(p, *a, **k)  # type: ignore[arg-type]
+        except OSError as e:
+            calls.append(f"mkdir {os.path.relpath(p, tmp_path)} {type(e).__name__}")
+            raise
+        calls.append(f"mkdir {os.path.relpath(p, tmp_path)}")
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: (calls.append(f"stat {p}"), real_stat(p, *a, **k))[1])
+    store.put("events/000000000000/000000000000_worker_0.tfevents", b"a")
+    # Nothing known yet: upwards until a level is made, then down again.
+    assert calls == ["mkdir new/run/events/000000000000 FileNotFoundError", "mkdir new/run/events FileNotFoundError",
+                     "mkdir new/run FileNotFoundError", "mkdir new", "mkdir new/run", "mkdir new/run/events",
+                     "mkdir new/run/events/000000000000"]
+    calls.clear()
+    store.put("index/000000000/000000000000_worker_0.json", b"{}")
+    store.put("collections/000000000/worker_0_collections.json", b"{}")
+    store.put("murphy-manifest/index/worker_0/000000000000_000000000000.seg", b"s")
+    store.put("training_job_end.ts", b"")
+    store.put("events/000000000010/000000000010_worker_0.tfevents", b"b")
+    assert calls == ["mkdir new/run/index", "mkdir new/run/index/000000000", "mkdir new/run/collections",
+                     "mkdir new/run/collections/000000000", "mkdir new/run/murphy-manifest",
+                     "mkdir new/run/murphy-manifest/index", "mkdir new/run/murphy-manifest/index/worker_0",
+                     "mkdir new/run/events/000000000010"]
+    monkeypatch.undo()
+    assert sorted(store.list("")) == [
+        "collections/000000000/worker_0_collections.json", "events/000000000000/000000000000_worker_0.tfevents",
+        "events/000000000010/000000000010_worker_0.tfevents", "index/000000000/000000000000_worker_0.json",
+        "murphy-manifest/index/worker_0/000000000000_000000000000.seg", "training_job_end.ts"]
+    # A known ancestor deleted behind the store's back: the tree is made again.
+    shutil.rmtree(root)
+    store.put("index/000000000/000000000020_worker_0.json", b"{}")
+    store.put("collections/000000000/worker_0_collections.json", b"[]")
+    assert store.get("collections/000000000/worker_0_collections.json") == b"[]"
+
+
+def test_a_put_whose_write_fails_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from murphy.exceptions import StorageError
+
+    store = LocalObjectStore(tmp_path)
+    store.put("a/b", b"old")
+
+    def failing_write(fd: int, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", failing_write)
+    with pytest.raises(StorageError, match="cannot write a/b"):
+        store.put("a/b", b"new")
+    monkeypatch.undo()
+    assert store.get("a/b") == b"old"
+    assert os.listdir(tmp_path / "a") == ["b"]  # no temp file left
+
+
 def test_a_directory_that_exists_already_is_written_into(tmp_path: Path) -> None:
     (tmp_path / "events" / "000000000005").mkdir(parents=True)
     store = LocalObjectStore(tmp_path)
