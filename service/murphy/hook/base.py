@@ -133,8 +133,9 @@ class BaseHook:
         self._due: frozenset[str] = frozenset()
         # True while the current step may save anything: adapters test it before any other work.
         self._saving = False
-        # Per mode: (collections generation, first mode step at which anything may be due).
-        self._next_due: dict[ModeKeys, tuple[int, int]] = {}
+        # Per mode's value (a ModeKeys' hash is a Python call): (collections generation, first
+        # mode step at which anything may be due).
+        self._next_due: dict[int, tuple[int, int]] = {}
         self._records: list[Record] = []
         self._pending_scalars: list[tuple[str, Any]] = []
         self._saved_any = False
@@ -287,10 +288,10 @@ class BaseHook:
             self._step_mode = mode
             mode_step = self._mode_step = steps[mode] = steps[mode] + 1
         generation = self.collections.generation
-        cached = self._next_due.get(mode)
+        cached = self._next_due.get(mode._value_)
         if cached is None or cached[0] != generation or mode_step >= cached[1]:
             due, nxt = self.collections.schedule(mode, mode_step)
-            cached = self._next_due[mode] = (generation, sys.maxsize if nxt is None else nxt)
+            cached = self._next_due[mode._value_] = (generation, sys.maxsize if nxt is None else nxt)
         else:
             due = frozenset()
         self._set_due(due)

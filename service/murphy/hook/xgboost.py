@@ -1,6 +1,7 @@
 """The XGBoost adapter: smdebug's ``smdebug.xgboost.Hook`` as an ``xgboost.callback.TrainingCallback``.
 
-This is the only hook module that imports xgboost (``xgboost_data`` loads data files for it).
+This is the only hook module that imports xgboost (``xgboost_data`` loads data files and reads
+boosters' tree dumps for it).
 ``xgboost.train(params, dtrain, evals=..., callbacks=[hook])``, ``xgboost.cv(..., callbacks=[hook])``
 and ``XGBClassifier(callbacks=[hook])`` all work. Step = the 0-based boosting round, mode GLOBAL,
 default save interval 10, default collection ``metrics``; names are smdebug's (see
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ from murphy.hook.base import BaseHook
 from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME
 from murphy.hook.writer import BackgroundWriter
-from murphy.hook.xgboost_data import DataArg, hook_data, rank_world
+from murphy.hook.xgboost_data import DataArg, feature_names, hook_data, rank_world, round_dumps
 from murphy.hook.xgboost_io import (
     InlineWriter,
     MetricPlan,
@@ -61,11 +62,13 @@ from murphy.hook.xgboost_names import (
     parse_tree_dump,
 )
 from murphy.storage import ObjectStore
+from murphy.storage.local import LocalObjectStore
 
 _log = logging.getLogger(LOGGER_NAME)
 K = CollectionKeys
 # Rounds that save only these (the default, ``metrics``) can replay the previous round's plan.
 _METRIC_COLLECTIONS = frozenset({K.METRICS, K.LOSSES})
+_NOTHING_DUE: frozenset[str] = frozenset()
 
 
 class Hook(BaseHook, xgboost.callback.TrainingCallback):
@@ -119,9 +122,12 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         self._quiet_until: tuple[int, int] | None = None
         # (generation, due collections, metric names, (position, shape) per record written).
         self._metric_plan: MetricPlan | None = None
+        # The round after a saved one, when it starts a quiet stretch (-1: none); see _arm_settle.
+        self._settle_at = -1
 
     def _new_writer(self, max_pending: int, max_pending_bytes: int, max_block: float | None) -> BackgroundWriter:
-        if not str(self.store.uri).startswith("s3://"):
+        # A LocalObjectStore's uri is file://... (and costs a pathlib call to make: not asked).
+        if type(self.store) is LocalObjectStore or not str(self.store.uri).startswith("s3://"):
             # A round saves a few small tensors; handing them to a thread costs more (waking it,
             # then GIL hand-offs while xgboost runs) than writing two local files here, which
             # is what smdebug does too. Remote stores keep the background writer.
@@ -151,6 +157,18 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             self._quiet = quiet - 1
             self.step = self._mode_step = epoch
             return False
+        if epoch == self._settle_at:  # after a saved round: _set_round's quiet start, inline
+            self._settle_at = -1
+            until = self._quiet_until
+            if (until is not None and epoch == self.step + 1 and self.collections.generation == until[0]
+                    and not self._records and not self._pending_scalars
+                    and (self._collections_written or not self._saved_any)
+                    and not self.guard.disabled and not self._closed):
+                self.step = self._mode_step = epoch
+                if self._saving:
+                    self._set_due(_NOTHING_DUE)
+                self._quiet = until[1] - epoch - 1
+                return False
         if not self.guard.disabled and not self._closed:
             self.guard.run("after_iteration", self._after_iteration, model, int(epoch), evals_log)
         return False
@@ -168,9 +186,17 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             return
         due = self._due
         metrics_only = due <= _METRIC_COLLECTIONS
-        if metrics_only and self._replay_metrics(evals_log or {}, due):
-            self._end_step()
-            return
+        if not (metrics_only and self._replay_metrics(evals_log or {}, due)):
+            self._save_due(model, epoch, evals_log or {}, due, metrics_only)
+        # Hand the round over now: the writer thread writes its files while the next round runs.
+        self._end_step()
+        # Unless the next round is due too, it starts a quiet stretch in after_iteration.
+        until = self._quiet_until
+        self._settle_at = epoch + 1 if until is not None and epoch + 1 < until[1] else -1
+
+    def _save_due(self, model: Any, epoch: int, evals_log: Mapping[str, Any], due: frozenset[str],
+                  metrics_only: bool) -> None:
+        """Snapshot what ``due`` holds at round ``epoch`` (without a replayable metric plan)."""
         fresh = not self._records and not self._pending_scalars
         wide = K.ALL in due or K.DEFAULT in due
 
@@ -183,7 +209,7 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             # A metric is a loss unless it grows as the model improves; with ``metrics`` due
             # every metric is written (and lands in ``losses`` too through its regex).
             skip_increasing = not wanted(K.METRICS)
-            for name, value in metric_items(evals_log or {}):
+            for name, value in metric_items(evals_log):
                 if not (skip_increasing and INCREASING_METRICS_REGEX.match(name)):
                     self._claim_metric(name)
                     self._put(name, value)
@@ -202,22 +228,20 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             if wanted(K.FULL_SHAP) or wanted(K.AVERAGE_SHAP):
                 self._write_shap(model, wanted(K.FULL_SHAP), wanted(K.AVERAGE_SHAP))
         if metrics_only and fresh:
-            self._remember_metrics(evals_log or {}, due)
-        # Hand the round over now: the writer thread writes its files while the next round runs.
-        self._end_step()
+            self._remember_metrics(evals_log, due)
 
     def _remember_metrics(self, evals_log: Mapping[str, Any], due: frozenset[str]) -> None:
         # Until the collections change, rounds with these due collections and metric names write
         # the same records (claims and tensor names are in place): _replay_metrics.
         plan = None if self._pending_scalars else metric_plan(
-            self.collections.generation, due, metric_items(evals_log), self._records)
+            self.collections.generation, due, evals_log, self._records)
         self._metric_plan = plan
 
     def _replay_metrics(self, evals_log: Mapping[str, Any], due: frozenset[str]) -> bool:
         plan = self._metric_plan
         if plan is None or self._records or self._pending_scalars:
             return False
-        records = replay_metric_plan(plan, self.collections.generation, due, metric_items(evals_log))
+        records = replay_metric_plan(plan, self.collections.generation, due, evals_log)
         if records is None:
             return False
         self._records = records
@@ -243,7 +267,9 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             self._quiet = quiet[1] - epoch - 1
             return
         self.step = epoch - 1
-        self._mode_steps[ModeKeys.GLOBAL] = epoch - 1
+        if self._step_mode is not ModeKeys.GLOBAL:
+            # Otherwise _mode_step is GLOBAL's counter and shadows this entry (BaseHook.mode_steps).
+            self._mode_steps[ModeKeys.GLOBAL] = epoch - 1
         self._mode_step = epoch - 1
         self._step_mode = self.mode = ModeKeys.GLOBAL
         self._quiet = 0
@@ -324,7 +350,7 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
         if kind not in TREE_BOOSTERS:
             self._warn_once("trees", f"Tree model dump is not supported for Booster type {kind}")
             return
-        dumps, first = _round_dumps(model, epoch)
+        dumps, first = round_dumps(model, epoch)
         if not dumps:
             return
         for column, values in parse_tree_dump(dumps, first).items():
@@ -335,7 +361,7 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
             self._warn_once("shap", "To log SHAP values, 'train_data' parameter must be provided.")
             return
         shap = np.asarray(model.predict(self.train_data, pred_contribs=True))
-        names = _feature_names(model)
+        names = feature_names(model)
         mean = shap.mean(axis=tuple(range(shap.ndim - 1))) if average else None
         for j, feature in enumerate(names):
             for coll, value in ((K.FULL_SHAP, shap[..., j] if full else None), (K.AVERAGE_SHAP, mean)):
@@ -346,24 +372,6 @@ class Hook(BaseHook, xgboost.callback.TrainingCallback):
                 # column was meant: give the others to the collection by name.
                 self.collections.collections[coll].add_tensor_name(name)
                 self._put(name, value if coll == K.FULL_SHAP else value[j])
-
-
-def _feature_names(model: xgboost.Booster) -> list[str]:
-    names = model.feature_names
-    return list(names) if names else [f"f{i}" for i in range(model.num_features())]
-
-
-def _round_dumps(model: xgboost.Booster, epoch: int) -> tuple[Sequence[str], int]:
-    """The text dumps of round ``epoch``'s trees and the index of the first one."""
-    try:
-        dumps = model[epoch : epoch + 1].get_dump(with_stats=True)
-        return dumps, epoch * len(dumps)
-    except (xgboost.core.XGBoostError, IndexError, ValueError):
-        # Slicing is not supported by every model: fall back to the whole dump.
-        everything = model.get_dump(with_stats=True)
-        rounds = max(1, model.num_boosted_rounds())
-        per_round = max(1, len(everything) // rounds)
-        return everything[epoch * per_round : (epoch + 1) * per_round], epoch * per_round
 
 
 _HOOK: Hook | None = None

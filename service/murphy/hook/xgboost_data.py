@@ -3,13 +3,15 @@ files or directories of them, loaded into an ``xgboost.DMatrix``.
 
 Used by the hook's ``train_data=`` / ``validation_data=`` ``(path, content_type)`` tuples and by
 the built-in algorithm (``murphy.algorithms.xgboost``). Messages follow SageMaker's XGBoost
-container (``sagemaker_xgboost_container/data_utils.py``), which smdebug copied.
+container (``sagemaker_xgboost_container/data_utils.py``), which smdebug copied. Also the
+booster helpers the hook needs (feature names, one round's tree dumps).
 """
 
 from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -196,3 +198,22 @@ def hook_data(value: DataArg, what: str) -> xgboost.DMatrix | None:
         return load_dmatrix(path, value[1])
     except DataError as e:
         raise HookError(f"{what}: {e}") from e
+
+
+def feature_names(model: xgboost.Booster) -> list[str]:
+    """The booster's feature names (``f<i>`` when it has none), as SHAP columns are named."""
+    names = model.feature_names
+    return list(names) if names else [f"f{i}" for i in range(model.num_features())]
+
+
+def round_dumps(model: xgboost.Booster, epoch: int) -> tuple[Sequence[str], int]:
+    """The text dumps of round ``epoch``'s trees and the index of the first one."""
+    try:
+        dumps = model[epoch : epoch + 1].get_dump(with_stats=True)
+        return dumps, epoch * len(dumps)
+    except (xgboost.core.XGBoostError, IndexError, ValueError):
+        # Slicing is not supported by every model: fall back to the whole dump.
+        everything = model.get_dump(with_stats=True)
+        rounds = max(1, model.num_boosted_rounds())
+        per_round = max(1, len(everything) // rounds)
+        return everything[epoch * per_round : (epoch + 1) * per_round], epoch * per_round

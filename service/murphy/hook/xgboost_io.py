@@ -4,6 +4,7 @@ metrics-only round's replayed plan and the JSON config's default save interval."
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from murphy.core.save_config import SaveConfig
@@ -35,19 +36,43 @@ class InlineWriter(BackgroundWriter):
         elif not self._guard.disabled:
             self._handle(item)
 
-    def _write_step(self, batch: StepBatch) -> None:
+    def submit_step(self, batch: StepBatch) -> None:
+        # Cold after each boosting round, every frame costs: a step of float metrics (the
+        # default round) is written here, without _put, _handle, _write_step and _give_back
+        # (the same guard; XGBoost snapshots have nothing to give back). Anything else takes them.
+        items = self._float_items(batch) if self._release is None else None
+        if items is None:
+            self._put(batch)
+            return
+        if self._closed or self._guard.disabled:
+            return
+        try:
+            self._write_floats(batch, items)
+        except Exception as exc:
+            self._guard.trip(exc, f"writer (step {batch.step})")
+        finally:
+            batch.records = []
+
+    def _float_items(self, batch: StepBatch) -> list[tuple[str, float]] | None:
+        """``(name, value)`` of a step of plain float records (the one-pass writer's), else None."""
         records = batch.records
-        items: list[tuple[str, float]] | None = None
-        if self.tensorboard is None and batch.fence is None and records:
-            items = []
-            for r in records:  # a loop, not any() and a comprehension: two frames less a round
-                if type(r.snap) is not float or r.shape is not None:
-                    items = None
-                    break
-                items.append((r.name, r.snap))
+        if self.tensorboard is not None or batch.fence is not None or not records:
+            return None
+        items = []
+        for r in records:  # a loop, not any() and a comprehension: two frames less a round
+            if type(r.snap) is not float or r.shape is not None:
+                return None
+            items.append((r.name, r.snap))
+        return items
+
+    def _write_step(self, batch: StepBatch) -> None:
+        items = self._float_items(batch)
         if items is None:
             super()._write_step(batch)
-            return
+        else:
+            self._write_floats(batch, items)
+
+    def _write_floats(self, batch: StepBatch, items: list[tuple[str, float]]) -> None:
         # A round of float metrics (the default): the same files in one pass, no StepWriter.
         manifest = self.manifest
         if manifest is not None:
@@ -78,38 +103,52 @@ class XGBoostBackend(NumpyBackend):
         return (1,) if type(value) is float else super().shape(value)
 
 
-# (collections generation, due collections, metric names, (position, shape) of each record).
-MetricPlan = tuple[int, frozenset[str], tuple[str, ...], tuple[tuple[int, Any], ...]]
+# (collections generation, due collections, (eval name, metric, tensor name) of each metric in
+# ``evals_log`` order, (position, shape) of each record).
+MetricPlan = tuple[int, frozenset[str], tuple[tuple[str, str, str], ...], tuple[tuple[int, Any], ...]]
+EvalsLog = Mapping[str, Mapping[str, Sequence[Any]]]
 
 
-def metric_plan(
-    generation: int, due: frozenset[str], items: list[tuple[str, Any]], records: list[Record]
-) -> MetricPlan | None:
-    """What a round that saved only float metrics wrote: which of ``items`` (the round's
-    ``(name, value)`` metrics) became ``records``, in order, with their shapes. None when a
+def metric_plan(generation: int, due: frozenset[str], evals_log: EvalsLog, records: list[Record]) -> MetricPlan | None:
+    """What a round that saved only float metrics wrote: which of ``evals_log``'s metrics (as
+    ``metric_items`` names them) became ``records``, in order, with their shapes. None when a
     record is anything else (the general path then decides every round)."""
-    position = {name: i for i, (name, _) in enumerate(items)}
+    # The names as metric_items spells them.
+    keys = tuple((e, m, f"{e}-{m}") for e, results in evals_log.items() for m, history in results.items() if len(history))
+    position = {name: i for i, (_, _, name) in enumerate(keys)}
     if any(type(r.snap) is not float or r.name not in position for r in records):
         return None
-    return generation, due, tuple(name for name, _ in items), tuple((position[r.name], r.shape) for r in records)
+    return generation, due, keys, tuple((position[r.name], r.shape) for r in records)
 
 
-def replay_metric_plan(
-    plan: MetricPlan, generation: int, due: frozenset[str], items: list[tuple[str, Any]]
-) -> list[Record] | None:
-    """The records ``plan`` gives for this round's ``items``; None (the general path decides)
-    when the collections, the due set, the metric names or a value's type differ."""
-    if plan[0] != generation or plan[1] != due or len(items) != len(plan[2]):
+def replay_metric_plan(plan: MetricPlan, generation: int, due: frozenset[str], evals_log: EvalsLog) -> list[Record] | None:
+    """The records ``plan`` gives for this round's ``evals_log``; None (the general path decides)
+    when the collections, the due set, the metrics or a value's type differ.
+
+    One pass over ``evals_log`` that compares each metric's keys with the plan's, in loops (no
+    generator frames) and without formatting the names again (``metric_items``): it runs cold,
+    after each saved boosting round.
+    """
+    if plan[0] != generation or plan[1] != due:
         return None
-    for i, name in enumerate(plan[2]):  # a loop, not any(): no generator frames at every round
-        if name != items[i][0]:
-            return None
+    keys = plan[2]
+    count = len(keys)
+    values: list[Any] = []
+    for eval_name, results in evals_log.items():
+        for metric, history in results.items():
+            if len(history):
+                i = len(values)
+                if i == count or keys[i][0] != eval_name or keys[i][1] != metric:
+                    return None
+                values.append(history[-1])
+    if len(values) != count:
+        return None
     records = []
     for i, shape in plan[3]:
-        name, value = items[i]
+        value = values[i]
         if type(value) is not float:
             return None
-        records.append(Record(name, value, shape))
+        records.append(Record(keys[i][2], value, shape))
     return records
 
 

@@ -60,18 +60,35 @@ class FloatSteps:
             raise ValueError("a float step holds at least one tensor")  # StepWriter would write nothing
         if type(mode) is not ModeKeys:
             mode = ModeKeys(mode)
-        # mode._name_ and ._value_ below: Enum's name and value are properties (Python frames).
-        event_key, index_key = self.keys(step)
+        # Cold after each boosting round, every Python frame costs: the cache hits below are
+        # inline (keys, _metadata, _layout and _json_name are their general forms). mode._name_
+        # and ._value_: Enum's name and value are properties (Python frames).
+        if type(step) is not int or step < 0:
+            event_key, index_key = self.keys(step)  # they raise
+        else:
+            escaped = self._escaped
+            event_key = f"events/{step:012d}/{step:012d}_{escaped}.tfevents"
+            index_key = f"index/{step // 1000:09d}/{step:012d}_{escaped}.json"
         clock, pack, footer = self._clock, _F64.pack, MAGIC_FOOTER_BYTES
         step_field = _STEP_TAG + w.encode_varint(step) if step else b""  # proto3 leaves 0 out
-        meta = self._metadata(mode, mode_step)
+        digits = str(mode_step)
+        frame = self._meta_frames.get((mode._value_, len(digits)))
+        meta = frame[0] + digits.encode() + frame[1] if frame is not None else self._metadata(mode, mode_step)
+        step_len, meta_len = len(step_field), len(meta)
+        layouts, json_names = self._layouts, self._json_names
         pieces: list[bytes] = []
         rows: list[str] = []
         offset = 0
         for name, value in items:
-            pre, mid, length = self._layout(name, len(step_field), meta, step, mode, mode_step)
+            layout = layouts.get((name, step_len, meta_len))
+            if layout is None:
+                layout = self._layout(name, step_len, meta, step, mode, mode_step)
+            pre, mid, length = layout
             pieces += (pre, pack(clock()), step_field, mid, pack(value), meta, footer)
-            rows.append(f"{self._json_name(name)}{offset}, \"length\": {length}}}")
+            frag = json_names.get(name)
+            if frag is None:
+                frag = self._json_name(name)
+            rows.append(f"{frag}{offset}, \"length\": {length}}}")
             offset += length
         store.put(event_key, b"".join(pieces))
         data = (f'{{"meta": {{"mode": "{mode._name_}", "mode_step": {int(mode_step)}, "event_file_name": '

@@ -239,3 +239,60 @@ def test_a_replayed_metrics_round_runs_no_general_encoder(tmp_path: Path, monkey
     hook.close()
     assert used == []
     assert len(_records(tmp_path)) == 10
+
+
+def test_the_round_after_a_save_starts_the_quiet_stretch_without_the_full_path(tmp_path: Path) -> None:
+    hook = Hook(out_dir=str(tmp_path))
+    full: list[int] = []
+    after = hook._after_iteration
+
+    def counted(model: Any, epoch: int, evals_log: Any) -> None:
+        full.append(epoch)
+        after(model, epoch, evals_log)
+
+    hook._after_iteration = counted  # type: ignore[method-assign]
+    logs = _log(100, as_numpy=False)
+    for epoch in range(31):
+        hook.after_iteration(None, epoch, logs[epoch])
+        if epoch in (11, 21):
+            assert (hook.step, hook.mode_step, hook._saving, hook._due) == (epoch, epoch, False, frozenset())
+    # Round 1 writes the collections file; 11 and 21 only move the counters (as 2..9 do).
+    assert full == [0, 1, 10, 20, 30]
+    # Anything that could change the round after a save still takes the full path there.
+    hook.save_scalar("lr", 0.5)
+    hook.after_iteration(None, 31, logs[31])
+    hook.after_iteration(None, 40, logs[40])  # a jump: the full path
+    hook.get_collection("metrics").save_config = SaveConfig(save_interval=3)
+    for epoch in range(41, 46):
+        hook.after_iteration(None, epoch, logs[epoch])
+    assert full == [0, 1, 10, 20, 30, 31, 40, 41, 42, 45]
+    hook.close()
+    steps = sorted({int(k.split("/")[1]) for k in _records(tmp_path)})
+    assert steps == [0, 10, 20, 30, 40, 42, 45]
+    scalar_steps = [e[4] for recs in _records(tmp_path).values() for e in recs if e[0] == "scalar/lr"]
+    assert scalar_steps == [30]
+
+
+def test_saved_rounds_hash_no_mode_and_write_floats_without_the_writers_general_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from murphy.core.modes import ModeKeys
+    from murphy.hook.xgboost_io import InlineWriter
+
+    hook = Hook(out_dir=str(tmp_path))
+    logs = _log(100, as_numpy=False)
+    for epoch in range(21):
+        hook.after_iteration(None, epoch, logs[epoch])
+    hashes: list[str] = []
+    handled: list[object] = []
+    real_hash, real_handle = ModeKeys.__hash__, InlineWriter._handle
+    monkeypatch.setattr(ModeKeys, "__hash__", lambda m: hashes.append(m.name) or real_hash(m))
+    monkeypatch.setattr(InlineWriter, "_handle", lambda w, item: handled.append(item) or real_handle(w, item))
+    for epoch in range(21, 41):
+        hook.after_iteration(None, epoch, logs[epoch])
+    monkeypatch.undo()
+    # A ModeKeys' hash is a Python call: only the save config's own lookup per saved round (30, 40).
+    assert len(hashes) <= 2
+    assert handled == []
+    hook.close()
+    assert sorted({int(k.split("/")[1]) for k in _records(tmp_path)}) == [0, 10, 20, 30, 40]

@@ -112,3 +112,21 @@ def test_a_failing_store_turns_the_manifest_off_with_one_warning(caplog: pytest.
         w.flush()
     assert not w.enabled and w.segments_written == 0
     assert sum("step manifest disabled" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("files", [1, 10, 100, 1000])
+def test_a_short_segment_is_deflated_with_a_window_no_larger_than_it_needs(files: int) -> None:
+    # zlib's default state (~256 KiB) costs a short segment (an XGBoost run's ten index files) more
+    # in fresh pages than its compression; any inflater reads a smaller window.
+    entries = _entries(files)
+    data = encode_segment("worker_0", entries)
+    assert decode_segment(data) == {k: d for k, _, d in entries}
+    payload = b"".join(d for _, _, d in entries)
+    (head_len,) = struct.unpack_from("<I", data, 8)
+    stream = data[12 + head_len : -4]
+    window = 1 << ((stream[0] >> 4) + 8)  # the zlib header's CINFO
+    assert window >= min(len(payload), 1 << 15)
+    if len(payload) < 1 << 14:
+        assert window < 1 << 15
+    else:
+        assert stream == zlib.compress(payload, 1)  # zlib's defaults: the bytes are unchanged
