@@ -22,7 +22,6 @@ import contextlib
 import logging
 import os
 import re
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -37,9 +36,15 @@ from murphy.hook.callback_plan import CallbackPlan
 from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.torch_backend import TorchBackend
-from murphy.hook.torch_deferred import DeferredCopies, deferral_possible
+from murphy.hook.torch_deferred import DeferredCopies
 from murphy.hook.torch_params import ParamPlan
-from murphy.hook.torch_util import dist_rank_world, forget_empty_grad_hooks, tensors_of
+from murphy.hook.torch_util import (
+    deferral_possible,
+    dist_rank_world,
+    forget_empty_grad_hooks,
+    optimizer_fence,
+    tensors_of,
+)
 from murphy.hook.writer import Record
 from murphy.hook.writer_process import writer_process_for
 from murphy.storage import ObjectStore
@@ -74,7 +79,7 @@ class Hook(BaseHook):
             out_dir, dry_run, reduction_config, save_config, include_regex, include_collections,
             save_all, include_workers, backend=backend, rank=rank, world_size=world, **kwargs,
         )
-        # Snapshot copies off the training thread, where they can help (torch_deferred.deferral_possible).
+        # Snapshot copies off the training thread, where they can help (torch_util.deferral_possible).
         if self._writes and deferral_possible():
             self._deferred = backend.deferred_copies()
             # ... and the encoding and files out of the process, where it can (writer_process).
@@ -220,7 +225,7 @@ class Hook(BaseHook):
                     handles.append(param.register_post_accumulate_grad_hook(self._accumulated))  # type: ignore[no-untyped-call]
         if self._deferred is not None:
             # Every optimizer's step() fences first: the copies must finish before it writes.
-            handles.append(torch_optimizer.register_optimizer_step_pre_hook(_optimizer_fence(self)))
+            handles.append(torch_optimizer.register_optimizer_step_pre_hook(optimizer_fence(self)))
 
     def _drop_callbacks(self) -> None:
         # Also runs unguarded (after the hook was disabled): must never raise into training.
@@ -360,18 +365,6 @@ class Hook(BaseHook):
         if isinstance(value, torch.Tensor) and value.numel() == 0:
             return
         self._save(name, value)
-
-
-def _optimizer_fence(hook: Hook) -> Callable[..., None]:
-    # A weak reference: torch's global hook list must not keep a dropped hook alive.
-    ref = weakref.ref(hook)
-
-    def fence(optimizer: Any, args: Any, kwargs: Any) -> None:
-        h = ref()
-        if h is not None:
-            h._fence(True)
-
-    return fence
 
 
 _HOOK: Hook | None = None

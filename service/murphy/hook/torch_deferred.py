@@ -43,12 +43,10 @@ from __future__ import annotations
 import collections
 import functools
 import logging
-import os
 import threading
 from collections.abc import Callable
 
 import torch
-from torch.optim import optimizer as torch_optimizer
 
 from murphy.hook.guard import LOGGER_NAME
 from murphy.hook.staging import StagingPool
@@ -385,20 +383,3 @@ class DeferredCopies:
             return
         for snap, buf, key in taken:
             snap.tensor, snap.pool_key = buf, key
-
-
-def deferral_possible() -> bool:
-    """Whether a hook may defer its copies here: not switched off (``MURPHY_HOOK_DEFERRED_COPY=0``),
-    torch has the fences (>= 2.1: post-accumulate-grad hooks and the global optimizer step
-    pre-hook), and the process may use a second core: on one core the copier adds thread
-    switches and takes nothing off the training thread's core (benchmarks/writer_throughput.py)."""
-    if os.environ.get("MURPHY_HOOK_DEFERRED_COPY", "1") == "0":
-        return False
-    if not (hasattr(torch.Tensor, "register_post_accumulate_grad_hook")
-            and hasattr(torch_optimizer, "register_optimizer_step_pre_hook")):
-        return False
-    try:
-        cores = len(os.sched_getaffinity(0))  # the affinity mask, where the OS has one
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return cores > 1

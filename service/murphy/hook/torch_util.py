@@ -1,12 +1,16 @@
 """Small torch helpers of the PyTorch hook (murphy.hook.torch): the worker's rank, tensors of a
-module's inputs/outputs, and giving a parameter back its hook-free backward."""
+module's inputs/outputs, giving a parameter back its hook-free backward, and whether snapshot
+copies may be deferred (murphy.hook.torch_deferred)."""
 
 from __future__ import annotations
 
 import os
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.optim import optimizer as torch_optimizer
 
 
 def forget_empty_grad_hooks(param: torch.Tensor) -> None:
@@ -41,3 +45,33 @@ def tensors_of(value: Any) -> list[torch.Tensor | None]:
     place of anything else: smdebug numbers them by position."""
     items = value if isinstance(value, list | tuple) else [value]
     return [x if isinstance(x, torch.Tensor) else None for x in items]
+
+
+def deferral_possible() -> bool:
+    """Whether a hook may defer its copies here: not switched off (``MURPHY_HOOK_DEFERRED_COPY=0``),
+    torch has the fences (>= 2.1: post-accumulate-grad hooks and the global optimizer step
+    pre-hook), and the process may use a second core: on one core the copier adds thread
+    switches and takes nothing off the training thread's core (benchmarks/writer_throughput.py)."""
+    if os.environ.get("MURPHY_HOOK_DEFERRED_COPY", "1") == "0":
+        return False
+    if not (hasattr(torch.Tensor, "register_post_accumulate_grad_hook")
+            and hasattr(torch_optimizer, "register_optimizer_step_pre_hook")):
+        return False
+    try:
+        cores = len(os.sched_getaffinity(0))  # the affinity mask, where the OS has one
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores > 1
+
+
+def optimizer_fence(hook: Any) -> Callable[..., None]:
+    """torch's optimizer step pre-hook for ``hook``: its ``_fence(True)`` (murphy.hook.torch)."""
+    # A weak reference: torch's global hook list must not keep a dropped hook alive.
+    ref = weakref.ref(hook)
+
+    def fence(optimizer: Any, args: Any, kwargs: Any) -> None:
+        h = ref()
+        if h is not None:
+            h._fence(True)
+
+    return fence
