@@ -242,17 +242,20 @@ def test_late_names_are_fenced_only_at_the_steps_end(tmp_path: Path, monkeypatch
     # its end: the end of backward hands them to the copier and fences nothing.
     from murphy.hook.torch_deferred import DeferredCopies
 
-    fences: list[tuple[bool, bool]] = []
+    calls: list[tuple[DeferredCopies, bool, bool]] = []
     original = DeferredCopies.fence
 
     def counted(self: DeferredCopies, in_step: bool, optimizer: bool = False) -> None:
-        fences.append((in_step, optimizer))
+        calls.append((self, in_step, optimizer))
         original(self, in_step, optimizer)
 
     monkeypatch.setattr(DeferredCopies, "fence", counted)
     hook = run(tmp_path, deferred=True, monkeypatch=monkeypatch)
     copies = hook._deferred
     assert copies is not None and copies.invalidated == 0
+    # This hook's fences only: torch's optimizer pre-hook is global, so a hook another test left
+    # unclosed is fenced at this test's optimizer steps too.
+    fences = [(i, o) for c, i, o in calls if c is copies]
     # One learning step (its backward fence judges the names), then per step one optimizer fence
     # and one step-end fence (plus close()'s).
     assert fences.count((True, False)) == 1
