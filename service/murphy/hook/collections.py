@@ -13,8 +13,7 @@ import json
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii as _json_str
-from typing import Literal
+from typing import Any, Literal
 
 from murphy.core.collection import (
     NON_HISTOGRAM_COLLECTIONS,
@@ -223,39 +222,34 @@ def collections_json_bytes(colls: HookCollections, num_workers: int) -> bytes:
     """The collections file: every known collection with its effective configs filled in.
 
     Written once per hook, at the round after the first save: serialised straight from the
-    hook's collections and configs (no document objects built), each distinct config encoded
-    once and the rest formatted as ``json.dumps`` writes it (its separators, ASCII escapes and
-    key order): the bytes of the :class:`~murphy.core.collection.CollectionsDoc` of those
-    collections.
+    hook's collections and configs (no document objects built), each distinct config once: the
+    bytes of the :class:`~murphy.core.collection.CollectionsDoc` of those collections.
     """
-    memo: dict[int, str] = {}
+    memo: dict[int, Any] = {}
 
-    def config_json(cfg: SaveConfig | ReductionConfig | None) -> str:
+    def config_json(cfg: SaveConfig | ReductionConfig | None) -> Any:
         if cfg is None:
-            return "null"
+            return None
         hit = memo.get(id(cfg))
         if hit is None:
-            hit = memo[id(cfg)] = json.dumps(cfg.to_json_dict())
+            hit = memo[id(cfg)] = cfg.to_json_dict()
         return hit
 
-    def strings(values: Iterable[str]) -> str:
-        return f"[{', '.join(_json_str(v) for v in values)}]"
-
-    entries = []
+    out: dict[str, Any] = {}
     for name, coll in colls.collections.items():
         # smdebug's rule, whatever the user set: scalar and summary collections are saved raw,
         # unreduced, and without histograms.
         reduction = _RAW_ONLY if name in NON_REDUCTION_COLLECTIONS else coll.reduction_config or colls.reduction_config
-        histogram = coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS
-        key = _json_str(name)
         # Collection.to_json_dict's keys, in its order.
-        entries.append(
-            f'{key}: {{"name": {key}, "include_regex": {strings(coll.include_regex)}, '
-            f'"tensor_names": {strings(sorted(coll.tensor_names))}, "reduction_config": {config_json(reduction)}, '
-            f'"save_config": {config_json(colls.effective_save_config(name))}, '
-            f'"save_histogram": {json.dumps(histogram) if type(histogram) is not bool else "true" if histogram else "false"}}}'
-        )
-    return f'{{"collections": {{{", ".join(entries)}}}, "_meta": {{"num_workers": {json.dumps(num_workers)}}}}}'.encode()
+        out[name] = {
+            "name": name,
+            "include_regex": list(coll.include_regex),
+            "tensor_names": sorted(coll.tensor_names),
+            "reduction_config": config_json(reduction),
+            "save_config": config_json(colls.effective_save_config(name)),
+            "save_histogram": coll.save_histogram and name not in NON_HISTOGRAM_COLLECTIONS,
+        }
+    return json.dumps({"collections": out, "_meta": {"num_workers": num_workers}}).encode()
 
 
 def next_save_step(cfg: SaveConfigMode, step: int) -> int | None:
