@@ -33,7 +33,7 @@ from murphy.core.modes import ModeKeys
 from murphy.hook.backend import TensorBackend
 from murphy.hook.guard import LOGGER_NAME, ErrorGuard
 from murphy.hook.tensorboard import TensorBoardSink
-from murphy.hook.writer_process import ProcessGone, WriterProcess
+from murphy.hook.writer_process import ProcessGone, ProcessStep, WriterProcess
 from murphy.storage import ObjectStore
 from murphy.tensorio.manifest import ManifestWriter, manifest_enabled
 from murphy.tensorio.writer import StepWriter
@@ -281,43 +281,6 @@ class BackgroundWriter:
             if isinstance(item, StepBatch):
                 self._give_back(item)
 
-    def _write_in_process(self, batch: StepBatch) -> bool:
-        """Write ``batch`` through the writer process; False when it is gone (the caller writes
-        it here, as every later step)."""
-        process = self.process
-        assert process is not None
-        to_numpy, make = self._backend.to_numpy, process.record
-        records: list[tuple[Any, ...]] = []
-        arrays: list[tuple[str, Any]] | None = [] if self.tensorboard is not None else None
-        for rec in batch.records:
-            snap = rec.snap
-            if type(snap) is float:
-                records.append(("f", rec.name, snap, rec.shape))
-                if arrays is not None:
-                    arrays.append((rec.name, np.array([snap])))
-            elif snap is None:
-                records.append(("s", rec.name, rec.shape or ()))
-            else:
-                array, original_dtype = to_numpy(snap)
-                if array is None:
-                    continue  # invalidated by the backend's fence (counted and logged there)
-                records.append(make(rec.name, array, original_dtype, rec.shape))
-                if arrays is not None:
-                    arrays.append((rec.name, array))
-        try:
-            index_name, index_bytes = process.write(batch.step, batch.mode, batch.mode_step, records)
-        except ProcessGone as exc:
-            self.process = None
-            _log.warning("murphy hook: the writer process %s; this step and the later ones are written by "
-                         "the writer thread", exc)
-            return False
-        self.steps_written += 1
-        if self.manifest is not None and index_bytes is not None:
-            self.manifest.add(index_name, batch.step, index_bytes)
-        if self.tensorboard is not None and arrays is not None:
-            self.tensorboard.write_step(batch.step, batch.mode, arrays)
-        return True
-
     def _give_back(self, batch: StepBatch) -> None:
         """Hand the step's snapshots back to the backend (their buffers may be reused)."""
         release = self._release
@@ -347,39 +310,59 @@ class BackgroundWriter:
             batch.fence()
         if self.manifest is not None:
             self.manifest.begin()
-        if self.process is not None and self._write_in_process(batch):
-            return
+        process = self.process
+        if process is not None:
+            sent = ProcessStep(process, batch.step, batch.mode, batch.mode_step)
+            arrays = self._encode(batch, sent)
+            try:
+                sent.close()
+            except ProcessGone as exc:
+                self.process = None
+                _log.warning("murphy hook: the writer process %s; this step and the later ones are written by "
+                             "the writer thread", exc)
+            else:
+                self._written(batch, sent.index_file_name, sent.index_bytes, arrays)
+                return
         # stream: records reach the file as they are encoded (short GIL holds, see StepWriter).
         writer = StepWriter(self._store, batch.step, self._worker, batch.mode, batch.mode_step, stream=True)
-        # The step's arrays are kept for TensorBoard only when it is on (no list otherwise).
-        arrays: list[tuple[str, Any]] | None = [] if self.tensorboard is not None else None
-        to_numpy, add = self._backend.to_numpy, writer.add
         try:
-            for rec in batch.records:
-                snap = rec.snap
-                if type(snap) is float:
-                    # A Python float (immutable, so its own snapshot): written as smdebug's
-                    # make_numpy_array writes it, float64 of shape [1], without building the array.
-                    add(rec.name, snap, shape_of=rec.shape)
-                    if arrays is not None:
-                        arrays.append((rec.name, np.array([snap])))
-                    continue
-                if snap is None:
-                    writer.add_shape(rec.name, rec.shape or ())
-                    continue
-                array, original_dtype = to_numpy(snap)
-                if array is None:
-                    continue  # invalidated by the backend's fence (counted and logged there)
-                # copy=False: the snapshot is this thread's until _give_back, after the files.
-                add(rec.name, array, original_dtype=original_dtype, shape_of=rec.shape, copy=False)
-                if arrays is not None:
-                    arrays.append((rec.name, array))
+            arrays = self._encode(batch, writer)
         except BaseException:
             writer.abort()
             raise
         writer.close()
+        self._written(batch, writer.index_file_name, writer.index_bytes, arrays)
+
+    def _encode(self, batch: StepBatch, writer: StepWriter | ProcessStep) -> list[tuple[str, Any]] | None:
+        """Add the step's records to ``writer``; the arrays for TensorBoard when it is on."""
+        # The step's arrays are kept for TensorBoard only when it is on (no list otherwise).
+        arrays: list[tuple[str, Any]] | None = [] if self.tensorboard is not None else None
+        to_numpy, add = self._backend.to_numpy, writer.add
+        for rec in batch.records:
+            snap = rec.snap
+            if type(snap) is float:
+                # A Python float (immutable, so its own snapshot): written as smdebug's
+                # make_numpy_array writes it, float64 of shape [1], without building the array.
+                add(rec.name, snap, shape_of=rec.shape)
+                if arrays is not None:
+                    arrays.append((rec.name, np.array([snap])))
+                continue
+            if snap is None:
+                writer.add_shape(rec.name, rec.shape or ())
+                continue
+            array, original_dtype = to_numpy(snap)
+            if array is None:
+                continue  # invalidated by the backend's fence (counted and logged there)
+            # copy=False: the snapshot is this thread's until _give_back, after the files.
+            add(rec.name, array, original_dtype=original_dtype, shape_of=rec.shape, copy=False)
+            if arrays is not None:
+                arrays.append((rec.name, array))
+        return arrays
+
+    def _written(self, batch: StepBatch, index_name: str, index_bytes: bytes | None,
+                 arrays: list[tuple[str, Any]] | None) -> None:
         self.steps_written += 1
-        if self.manifest is not None and writer.index_bytes is not None:
-            self.manifest.add(writer.index_file_name, batch.step, writer.index_bytes)
+        if self.manifest is not None and index_bytes is not None:
+            self.manifest.add(index_name, batch.step, index_bytes)
         if self.tensorboard is not None and arrays is not None:
             self.tensorboard.write_step(batch.step, batch.mode, arrays)

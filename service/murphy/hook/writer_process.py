@@ -130,6 +130,34 @@ class WriterProcess:
                 proc.wait()
 
 
+class ProcessStep:
+    """One step for the writer process, filled as a :class:`~murphy.tensorio.writer.StepWriter`
+    is (``add``/``add_shape``/``close``), so the writer thread encodes records one way for both."""
+
+    def __init__(self, process: WriterProcess, step: int, mode: Any, mode_step: int) -> None:
+        self._process = process
+        self._step, self._mode, self._mode_step = step, mode, mode_step
+        self._records: list[tuple[Any, ...]] = []
+        self.index_file_name = ""
+        self.index_bytes: bytes | None = None
+
+    def add(self, name: str, array: Any, *, shape_of: tuple[int, ...] | None = None,
+            original_dtype: str | None = None, copy: bool = True) -> None:
+        """A tensor (an array, by offset where it lies in the arena) or a float metric."""
+        if type(array) is float:
+            self._records.append(("f", name, array, shape_of))
+        else:
+            self._records.append(self._process.record(name, array, original_dtype, shape_of))
+
+    def add_shape(self, name: str, shape: tuple[int, ...]) -> None:
+        self._records.append(("s", name, shape))
+
+    def close(self) -> None:
+        """Send the step and wait for it to be written (ProcessGone, StepError: see write)."""
+        self.index_file_name, self.index_bytes = self._process.write(
+            self._step, self._mode, self._mode_step, self._records)
+
+
 def writer_process_for(store: object, worker: str) -> WriterProcess | None:
     """A (not yet started) writer process for ``store``: local stores only, where the platform
     has shared memory files and it is not switched off; None otherwise (the thread writes)."""
