@@ -5,6 +5,7 @@ murphy modules that import torch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -56,7 +57,7 @@ class TorchBackend:
     def _alloc(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         arena = self.arena
         if arena is not None:
-            nbytes = _numel(shape) * torch.empty((), dtype=dtype).element_size()
+            nbytes = math.prod(shape) * dtype.itemsize
             offset = arena.alloc(nbytes)
             if offset is not None:
                 with torch.inference_mode(False):
@@ -161,13 +162,6 @@ class TorchBackend:
             self._cuda_pending = True
             return t.to("cpu", non_blocking=True)
         return t.to("cpu")
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
