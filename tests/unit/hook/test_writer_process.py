@@ -75,8 +75,19 @@ def test_the_process_writes_what_the_thread_writes(tmp_path: Path, monkeypatch: 
 
 
 def test_the_process_ends_with_the_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pids: set[int] = set()
+    write = wp.WriterProcess.write
+
+    def seen(self: wp.WriterProcess, *args: Any) -> Any:
+        pids.add(self.pid or 0)
+        return write(self, *args)
+
+    monkeypatch.setattr(wp.WriterProcess, "write", seen)
     hook, _ = train(str(tmp_path), monkeypatch, steps=2)
-    assert hook._writer.process is not None and hook._writer.process.pid is None  # waited for
+    assert hook._writer.process is not None and hook._writer.process.pid is None
+    (pid,) = pids
+    with pytest.raises(ProcessLookupError):  # exited and reaped by close()
+        os.kill(pid, 0)
 
 
 def test_a_dead_process_loses_no_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
