@@ -11,7 +11,7 @@ from murphy.core.save_config import SaveConfig
 from murphy.hook.backend import NumpyBackend
 from murphy.hook.config import HookConfig
 from murphy.hook.writer import BackgroundWriter, Record, StepBatch, _Flush
-from murphy.hook.xgboost_names import DEFAULT_SAVE_INTERVAL
+from murphy.hook.xgboost_names import DEFAULT_SAVE_INTERVAL, metric_name
 from murphy.tensorio.float_step import FloatSteps
 
 
@@ -113,8 +113,8 @@ def metric_plan(generation: int, due: frozenset[str], evals_log: EvalsLog, recor
     """What a round that saved only float metrics wrote: which of ``evals_log``'s metrics (as
     ``metric_items`` names them) became ``records``, in order, with their shapes. None when a
     record is anything else (the general path then decides every round)."""
-    # The names as metric_items spells them.
-    keys = tuple((e, m, f"{e}-{m}") for e, results in evals_log.items() for m, history in results.items() if len(history))
+    keys = tuple((e, m, metric_name(e, m)) for e, results in evals_log.items() for m, history in results.items()
+                 if len(history))
     position = {name: i for i, (_, _, name) in enumerate(keys)}
     if any(type(r.snap) is not float or r.name not in position for r in records):
         return None

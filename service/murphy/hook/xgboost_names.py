@@ -45,6 +45,11 @@ TREE_BOOSTERS = frozenset({"gbtree", "dart"})
 TREE_COLUMNS = ("Tree", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category")
 
 
+def metric_name(eval_name: str, metric: str) -> str:
+    """smdebug's tensor name of a metric: ``<eval>-<metric>`` (``validation-rmse``)."""
+    return f"{eval_name}-{metric}"
+
+
 def metric_items(evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> list[tuple[str, Any]]:
     """``(<eval>-<metric>, latest value)`` for every metric of ``evals_log``.
 
@@ -55,7 +60,7 @@ def metric_items(evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> list[t
     for eval_name, results in evals_log.items():
         for metric, history in results.items():
             if len(history):
-                out.append((f"{eval_name}-{metric}", history[-1]))
+                out.append((metric_name(eval_name, metric), history[-1]))
     return out
 
 
