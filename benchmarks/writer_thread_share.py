@@ -11,10 +11,21 @@ pinned to two cores, in blocks that take turns:
   with the writer's work moved out of the process entirely (a writer process, no GIL shared):
   the most such a change could win.
 
+Two more twins take the copier and the writer's work away altogether, to split what is left
+(``--decompose``, each for ``wg``): both copy every snapshot on the training thread
+(``MURPHY_HOOK_DEFERRED_COPY=0``: no copier thread, no writer process) and write nothing;
+
+* ``hand-off``: each step still goes to the writer thread, which drops it;
+* ``on-thread``: the step is dropped on the training thread (no thread ever wakes).
+
+``on-thread`` is the hook's callbacks plus one copy of every saved byte: what a design with no
+second thread at all would cost the training thread. ``hand-off`` minus ``on-thread`` is the
+price of handing a step to another thread on another core, with nothing done there.
+
 Prints, per variant, the training thread's added wall and CPU ms per step over ``plain``
 (medians of the blocks), and the process's added CPU (every thread).
 
-usage: python benchmarks/writer_thread_share.py [--steps 30] [--rounds 7] [--tensors wg,wgo] [--dir DIR]
+usage: python benchmarks/writer_thread_share.py [--steps 30] [--rounds 7] [--tensors wg,wgo] [--decompose] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -51,11 +62,22 @@ def _no_files(job: bench.Job) -> None:
     writer._write_step = write_step
 
 
+def _drop_steps(job: bench.Job, on_thread: bool) -> None:
+    """Make this job's hook write nothing: its writer thread drops each step, or (``on_thread``)
+    the step never reaches the writer thread."""
+    writer: Any = job.hook._writer
+    if on_thread:
+        writer.submit_step = lambda batch: None
+    else:
+        writer._write_step = lambda batch: None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--tensors", default="wg,wgo")
+    ap.add_argument("--decompose", action="store_true", help="add the hand-off and on-thread twins (wg)")
     ap.add_argument("--dir", default=None, help="where the hook writes (default: the system temp dir)")
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0))[:2]
@@ -69,6 +91,10 @@ def main() -> None:
             jobs[f"murphy-{t}"] = bench.Job(f"murphy-{t}", scratch, {})
             jobs[f"no-files-{t}"] = bench.Job(f"murphy-{t}", scratch, {})
             _no_files(jobs[f"no-files-{t}"])
+        if args.decompose:
+            for name, on_thread in (("hand-off-wg", False), ("on-thread-wg", True)):
+                jobs[name] = bench.Job("murphyT-wg", scratch, {})  # copies on the training thread
+                _drop_steps(jobs[name], on_thread)
         for job in jobs.values():
             bench.block(job, 5)
         blocks: dict[str, list[dict[str, float]]] = {k: [] for k in jobs}
