@@ -36,7 +36,7 @@ from murphy.hook.callback_plan import CallbackPlan
 from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.torch_backend import TorchBackend
-from murphy.hook.torch_deferred import DeferredCopies
+from murphy.hook.torch_deferred import DeferredCopies, DeferredSnap
 from murphy.hook.torch_params import ParamPlan
 from murphy.hook.torch_util import (
     deferral_possible,
@@ -73,7 +73,9 @@ class Hook(BaseHook):
         backend = TorchBackend()
         # Set before BaseHook's constructor: its atexit close() may run on a half-built hook.
         self._deferred: DeferredCopies | None = None
-        self._awaiting: dict[torch.nn.Parameter, Any] = {}
+        # A gradient waiting for param.grad: its placeholder snapshot, or (a name still being
+        # learned) the tensor name to probe it under (_accumulated).
+        self._awaiting: dict[torch.nn.Parameter, DeferredSnap | str] = {}
         self._roots: set[int] = set()
         super().__init__(
             out_dir, dry_run, reduction_config, save_config, include_regex, include_collections,
@@ -294,21 +296,25 @@ class Hook(BaseHook):
 
     @guarded
     def _backward_fence(self) -> None:
+        # queue_callback's: the end of a backward pass (a fence only where needed there, see
+        # DeferredCopies.backward_end).
         self._backward_fence_queued = False
-        self._fence(None)
+        deferred = self._deferred
+        if deferred is not None:
+            try:
+                deferred.backward_end()
+            except Exception as exc:  # never into backward()
+                self.guard.trip(exc, "deferred copy fence")
 
-    def _fence(self, optimizer: bool | None) -> None:
-        """A fence of the deferred copies: ``optimizer.step()``'s (True), the end of a backward
-        pass (None: only where needed there, see DeferredCopies.backward_end)."""
+    def _optimizer_fence(self) -> None:
+        """``optimizer.step()``'s pre-hook (torch_util.optimizer_fence): the copies handed off so
+        far complete before the optimizer writes the weights."""
         deferred = self._deferred
         if deferred is None:
             return
         try:
-            if optimizer is None:
-                deferred.backward_end()
-            else:
-                deferred.fence(True, optimizer)
-        except Exception as exc:  # never into backward() or optimizer.step()
+            deferred.fence(True, optimizer=True)
+        except Exception as exc:  # never into optimizer.step()
             self.guard.trip(exc, "deferred copy fence")
 
     def _snapshot(

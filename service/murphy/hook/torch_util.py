@@ -65,13 +65,13 @@ def deferral_possible() -> bool:
 
 
 def optimizer_fence(hook: Any) -> Callable[..., None]:
-    """torch's optimizer step pre-hook for ``hook``: its ``_fence(True)`` (murphy.hook.torch)."""
+    """torch's optimizer step pre-hook for ``hook``: its ``_optimizer_fence()`` (murphy.hook.torch)."""
     # A weak reference: torch's global hook list must not keep a dropped hook alive.
     ref = weakref.ref(hook)
 
     def fence(optimizer: Any, args: Any, kwargs: Any) -> None:
         h = ref()
         if h is not None:
-            h._fence(True)
+            h._optimizer_fence()
 
     return fence
