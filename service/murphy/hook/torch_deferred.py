@@ -302,14 +302,17 @@ class DeferredCopies:
 
     # ---- both threads ----------------------------------------------------------------------
 
+    def _take(self, src: torch.Tensor, nbytes: int) -> tuple[torch.Tensor, tuple[tuple[int, ...], torch.dtype]]:
+        """A staging buffer for a copy of ``src`` and its pool key."""
+        key = (tuple(src.shape), src.dtype)
+        return self._pool.take(key, nbytes, functools.partial(self._alloc, key[0], key[1])), key
+
     def _copy(self, snap: DeferredSnap) -> None:
         src = snap.src
         if src is None:
             return
-        key = (tuple(src.shape), src.dtype)
-        alloc = self._alloc
         try:
-            buf = self._pool.take(key, snap.nbytes, lambda: alloc(key[0], key[1]))
+            buf, key = self._take(src, snap.nbytes)
             # no_grad: the copy must not join the autograd graph of a source that requires grad.
             with torch.no_grad():
                 buf.copy_(src)
@@ -358,16 +361,15 @@ class DeferredCopies:
             for snap in run:
                 self._copy(snap)
             return
-        alloc, pool = self._alloc, self._pool
+        pool = self._pool
         taken: list[tuple[DeferredSnap, torch.Tensor, tuple[tuple[int, ...], torch.dtype]]] = []
         srcs: list[torch.Tensor] = []
         for snap in run:
             src = snap.src
             if src is None:
                 continue
-            key = (tuple(src.shape), src.dtype)
             try:
-                buf = pool.take(key, snap.nbytes, functools.partial(alloc, key[0], key[1]))
+                buf, key = self._take(src, snap.nbytes)
             except Exception:
                 snap.valid = False
                 continue
