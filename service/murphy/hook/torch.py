@@ -36,8 +36,8 @@ from murphy.hook.callback_plan import CallbackPlan
 from murphy.hook.config import HookConfig, hook_from_config
 from murphy.hook.guard import LOGGER_NAME, guarded
 from murphy.hook.torch_backend import TorchBackend
-from murphy.hook.torch_deferred import DeferredCopies, DeferredSnap
-from murphy.hook.torch_params import ParamPlan
+from murphy.hook.torch_deferred import DeferredCopies
+from murphy.hook.torch_params import GradPlan, ParamPlan
 from murphy.hook.torch_util import (
     deferral_possible,
     dist_rank_world,
@@ -73,9 +73,9 @@ class Hook(BaseHook):
         backend = TorchBackend()
         # Set before BaseHook's constructor: its atexit close() may run on a half-built hook.
         self._deferred: DeferredCopies | None = None
-        # A gradient waiting for param.grad: its placeholder snapshot, or (a name still being
-        # learned) the tensor name to probe it under (_accumulated).
-        self._awaiting: dict[torch.nn.Parameter, DeferredSnap | str] = {}
+        # A backward's deferred gradients, saved at its end (set before BaseHook's constructor,
+        # as _deferred).
+        self._grad_plan = GradPlan()
         self._roots: set[int] = set()
         super().__init__(
             out_dir, dry_run, reduction_config, save_config, include_regex, include_collections,
@@ -89,8 +89,8 @@ class Hook(BaseHook):
             if process is not None:
                 backend.use_arena(process.arena)
                 self._writer.use_process(process)
-        # While a gradient hook saves: its parameter (a gradient is handed off from param.grad).
-        self._grad_param: torch.nn.Parameter | None = None
+        # While _grad saves: the gradient is copied on the training thread (see _snapshot).
+        self._copy_here = False
         self._backward_fence_queued = False
         self._setup_tensorboard(out_dir, export_tensorboard, tensorboard_dir)
         self._module_names: dict[int, str] = {}
@@ -137,6 +137,7 @@ class Hook(BaseHook):
             if param.requires_grad:
                 self._grad_params.append(("gradient/" + full, param))
         self._param_plan.invalidate()
+        self._grad_plan.invalidate()
         self._refresh_callbacks()
 
     register_hook = register_module
@@ -177,7 +178,7 @@ class Hook(BaseHook):
     @guarded
     def _start_step(self) -> None:
         self._begin_full_step()
-        self._awaiting.clear()
+        self._grad_plan.clear()
         self._backward_fence_queued = False
         if not self._saving:
             return
@@ -223,8 +224,6 @@ class Hook(BaseHook):
             # A parameter frozen after registration has no gradient to save (and refuses hooks).
             if param.requires_grad and plan.may_save(due, name):
                 handles.append(param.register_hook(self._gradient_hook(name, param)))  # type: ignore[no-untyped-call]
-                if self._deferred is not None:
-                    handles.append(param.register_post_accumulate_grad_hook(self._accumulated))  # type: ignore[no-untyped-call]
         if self._deferred is not None:
             # Every optimizer's step() fences first: the copies must finish before it writes.
             handles.append(torch_optimizer.register_optimizer_step_pre_hook(optimizer_fence(self)))
@@ -240,8 +239,6 @@ class Hook(BaseHook):
         for _, param in self._grad_params:
             with contextlib.suppress(Exception):
                 forget_empty_grad_hooks(param)
-                if param._post_accumulate_grad_hooks is not None and not param._post_accumulate_grad_hooks:
-                    param._post_accumulate_grad_hooks = None  # type: ignore[assignment]
 
     @guarded
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
@@ -260,46 +257,60 @@ class Hook(BaseHook):
             self._deferred.kick()  # the end of a forward: its outputs are copied during backward
 
     def _gradient_hook(self, name: str, param: torch.nn.Parameter) -> Callable[[torch.Tensor], None]:
-        def hook(grad: torch.Tensor) -> None:
-            self._grad(name, grad, param)
+        deferred = self._deferred
+        if deferred is None:
+            def hook(grad: torch.Tensor) -> None:
+                self._grad(name, grad, param)
 
-        return hook
+            return hook
+        fresh, at_hook, wants = self._grad_plan.fresh, self._grad_plan.at_hook, deferred.wants
+
+        def deferred_hook(grad: torch.Tensor) -> None:
+            # A deferred gradient that lands in a param.grad that is None: noted, and saved from
+            # param.grad with the others at the backward's end (GradPlan). Nothing else runs here.
+            if param.grad is None and wants(name) and name not in at_hook:
+                fresh.append((name, param))
+                if not self._backward_fence_queued:
+                    self._queue_backward_fence()
+            else:  # learning, added to an existing param.grad, or never accumulated
+                self._grad(name, grad, param)
+
+        return deferred_hook
 
     @guarded
     def _grad(self, name: str, grad: torch.Tensor, param: torch.nn.Parameter) -> None:
+        # The gradient itself, copied here (see _snapshot): without deferred copies, while its
+        # name is learned, or when it is added to an existing param.grad.
         if not self._is_saving():
             return
-        if self._deferred is not None and not self._backward_fence_queued:
-            # At the end of this backward pass: the gradients go to the copier, or a fence where
-            # one is needed there (before clipping can change param.grad, see torch_deferred).
-            torch.autograd.Variable._execution_engine.queue_callback(self._backward_fence)
-            self._backward_fence_queued = True
-        self._grad_param = param
+        deferred = self._deferred
+        if deferred is not None:
+            self._queue_backward_fence()
+            if param.grad is None and not deferred.wants(name) and name not in self._grad_plan.at_hook:
+                self._grad_plan.watch.append((name, param))  # learning: probed in param.grad
+        self._copy_here = True
         try:
             self._save_torch(name, grad)
         finally:
-            self._grad_param = None
+            self._copy_here = False
 
     @guarded
-    def _accumulated(self, param: torch.Tensor) -> None:
-        # Hand off param.grad: it holds exactly the tensor hook's gradient, since param.grad was
-        # None before this backward (AccumulateGrad stole or cloned it); see _snapshot.
-        snap = self._awaiting.pop(param, None)  # type: ignore[call-overload]
-        deferred = self._deferred
-        if snap is None or deferred is None or param.grad is None:
-            return
-        if isinstance(snap, str):  # learning: watch param.grad itself (clipping changes it)
-            deferred.probe(snap, param.grad)
-            return
-        with contextlib.suppress(Exception):  # left invalid: the fence drops it
-            deferred.hand_off(snap, param.grad)
+    def _queue_backward_fence(self) -> None:
+        # Once per backward pass: see _backward_fence.
+        if not self._backward_fence_queued:
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_fence)
+            self._backward_fence_queued = True
 
     @guarded
     def _backward_fence(self) -> None:
-        # queue_callback's: the end of a backward pass (a fence only where needed there, see
-        # DeferredCopies.backward_end).
+        # queue_callback's: the end of a backward pass. Its deferred gradients are saved from
+        # param.grad (GradPlan), then a fence only where one is needed (DeferredCopies.backward_end).
         self._backward_fence_queued = False
-        deferred = self._deferred
+        plan, deferred = self._grad_plan, self._deferred
+        if deferred is not None and (plan.fresh or plan.watch) and self._is_saving():
+            plan.end_backward(self._callback_key, deferred, self._save_torch, self._records,
+                              self.collections.save_plans, self.step)
+        plan.clear()
         if deferred is not None:
             try:
                 deferred.backward_end()
@@ -324,22 +335,15 @@ class Hook(BaseHook):
         if deferred is None or not raw or reductions or not self._writes or not TorchBackend.deferrable(value):
             super()._snapshot(name, value, raw, shape, reductions)
             return
-        param = self._grad_param
-        if not deferred.wants(name) or (param is not None and param.grad is not None):
-            # Learning this name, or a gradient that will be added to an existing param.grad
-            # (in-place zero_grad, accumulation): copied here, as before.
+        here = self._copy_here
+        if here or not deferred.wants(name):
+            # A gradient added to an existing param.grad (_grad), or a name still being learned
+            # (watched until the step's end): copied here.
             super()._snapshot(name, value, raw, shape, reductions)
-            if param is None:
+            if not here:
                 deferred.probe(name, value)
-            elif param.grad is None:
-                self._awaiting[param] = name  # probed once accumulated into param.grad
             return
-        if param is not None:
-            snap = deferred.placeholder(name, value)
-            self._awaiting[param] = snap
-        else:
-            snap = deferred.defer(name, value)
-        self._records.append(Record(name, snap, tuple(value.shape) if shape else None))
+        self._records.append(Record(name, deferred.defer(name, value), tuple(value.shape) if shape else None))
 
     def _end_step(self) -> None:
         if self._deferred is not None and self._records:  # its copies: done, checked, then queued
@@ -349,7 +353,7 @@ class Hook(BaseHook):
     def close(self) -> None:
         """As :meth:`BaseHook.close`, then stop the copier thread."""
         super().close()
-        self._awaiting.clear()
+        self._grad_plan.clear()
         if self._deferred is not None:
             try:
                 self._deferred.close()

@@ -1,12 +1,12 @@
 """Snapshot copies off the training thread, fenced before their sources can change.
 
 On a saving step the PyTorch hook hands the copier thread *references* to the tensors it saves
-(weights at the forward-pre hook, layer outputs at the forward hooks, gradients once accumulated
-into ``param.grad``) instead of copying them on the training thread. Those tensors do not change
-while forward and backward run, so the copier copies them (``Tensor.copy_`` releases the GIL: on a
-second core it really runs beside training) into staging buffers. Before anything may mutate
-them in place the training thread *fences*: it takes back every copy the copier has not started,
-does those itself, waits for the one in progress (at most one tensor's copy), and checks each
+(weights at the forward-pre hook, layer outputs at the forward hooks, gradients from
+``param.grad`` at the end of the backward pass) instead of copying them on the training thread.
+Those tensors do not change while forward and backward run, so the copier copies them
+(``Tensor.copy_`` releases the GIL: on a second core it really runs beside training) into
+staging buffers. Before anything may mutate them in place the training thread *fences*: it takes
+back every copy the copier has not started, does those itself, waits for the one in progress (at most one tensor's copy), and checks each
 source's version counter (torch bumps it at every in-place op on the tensor or a view of it).
 
 Two kinds of snapshot, two fences:
@@ -141,13 +141,6 @@ class DeferredCopies:
         if name not in self.state:
             self._probes.append(_Probe(name, src, self.early))
 
-    def placeholder(self, name: str, like: torch.Tensor) -> DeferredSnap:
-        """A snapshot whose source is handed later (:meth:`hand_off`): a gradient's value
-        reaches ``param.grad`` only after the tensor hook returns."""
-        snap = self._new(name, None, -1, like.numel() * like.element_size())
-        snap.valid = False  # until hand_off: a source never handed is never written
-        return snap
-
     def defer(self, name: str, src: torch.Tensor) -> DeferredSnap:
         """A snapshot of ``src`` to be copied off the training thread."""
         hit = self._by_id.get(id(src))
@@ -170,11 +163,6 @@ class DeferredCopies:
             self._late_due = True
         self._handed.append(snap)
         return snap
-
-    def hand_off(self, snap: DeferredSnap, src: torch.Tensor) -> None:
-        """Give a :meth:`placeholder` its source."""
-        snap.src, snap.version, snap.valid = src, src._version, True
-        self._push(snap)
 
     def _push(self, snap: DeferredSnap) -> None:
         self._batch.append(snap)

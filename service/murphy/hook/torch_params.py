@@ -11,14 +11,18 @@ thread at every saving step (benchmarks/writer_thread_share.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import torch
 
+from murphy.hook.guard import LOGGER_NAME
 from murphy.hook.torch_backend import TorchBackend
 from murphy.hook.torch_deferred import DeferredCopies
 from murphy.hook.writer import Record
+
+_log = logging.getLogger(LOGGER_NAME)
 
 #: (name, parameter, may go straight to the copier, save the shape)
 Entry = tuple[str, torch.nn.Parameter, bool, bool]
@@ -53,6 +57,82 @@ class ParamPlan:
                 records.append(Record(name, defer(name, param), tuple(param.shape) if shape else None))
             else:
                 save(name, param)
+
+
+class GradPlan:
+    """A backward pass's deferred gradients, saved from ``param.grad`` in one pass at its end.
+
+    A gradient that lands in a ``param.grad`` which was None holds exactly that gradient once
+    accumulated (AccumulateGrad steals or clones it; holding the hook's tensor would force the
+    clone), so the tensor hook only notes ``(name, parameter)`` in :attr:`fresh` and the
+    backward's end saves them all, replaying per name the decisions the first step under a save
+    key made (which parameters got a fresh gradient can vary). Names still being learned are
+    copied at their hook and noted in :attr:`watch`, to be probed in ``param.grad`` (what
+    ``clip_grad_norm_`` changes). A gradient that never reaches ``param.grad``
+    (``torch.autograd.grad``) joins :attr:`at_hook`: copied at its hook from then on.
+    """
+
+    def __init__(self) -> None:
+        self._key: Hashable | None = None
+        # name -> (may go straight to the copier, save the shape); False: not saved.
+        self._decisions: dict[str, tuple[bool, bool] | bool] = {}
+        self.fresh: list[tuple[str, torch.nn.Parameter]] = []
+        self.watch: list[tuple[str, torch.nn.Parameter]] = []
+        self.at_hook: set[str] = set()
+
+    def invalidate(self) -> None:
+        """Forget the decisions (a parameter was registered)."""
+        self._key, self._decisions = None, {}
+
+    def clear(self) -> None:
+        """Drop what this backward noted (a new step, or nothing saved)."""
+        self.fresh.clear()
+        self.watch.clear()
+
+    def end_backward(self, key: Hashable, deferred: DeferredCopies, save: Callable[[str, Any], None],
+                     records: list[Record], plans: Mapping[str, Any], step: int) -> None:
+        """Probe the watched gradients, then save each fresh ``param.grad`` under its name:
+        through ``save`` (the hook's full path) the first time under ``key``, then replaying what
+        ``plans`` (the collections' per-name plans) decided."""
+        watch, fresh = self.watch[:], self.fresh[:]
+        self.clear()
+        for name, param in watch:
+            if param.grad is None:  # torch.autograd.grad(): no param.grad to defer from
+                self.at_hook.add(name)
+            else:
+                deferred.probe(name, param.grad)
+        if self._key != key:
+            self._key, self._decisions = key, {}
+        decisions = self._decisions
+        defer, wants = deferred.defer, deferred.wants
+        for name, param in fresh:
+            grad = param.grad
+            if grad is None:
+                self._missed(name, step)
+                continue
+            decision = decisions.get(name)
+            if decision is None:
+                save(name, grad)
+                plan = plans.get(name)
+                if plan is not None and grad.numel():
+                    decisions[name] = ((plan.save_raw and not plan.reductions and TorchBackend.deferrable(grad),
+                                        plan.save_shape) if plan else False)
+            elif decision is False:
+                continue
+            else:
+                fast, shape = decision  # type: ignore[misc]
+                if fast and grad.is_cpu and grad.dtype is not torch.bfloat16 and grad.layout is torch.strided \
+                        and wants(name):
+                    records.append(Record(name, defer(name, grad), tuple(grad.shape) if shape else None))
+                else:
+                    save(name, grad)
+
+    def _missed(self, name: str, step: int) -> None:
+        # A deferred gradient that never reached param.grad (torch.autograd.grad after the
+        # learning steps): not written this once (never a wrong value), copied at its hook after.
+        self.at_hook.add(name)
+        _log.warning("murphy hook: %s was computed without reaching param.grad (torch.autograd.grad?); it "
+                     "is not written for step %d and is copied in its tensor hook from now on", name, step)
 
 
 def _entries(params: list[tuple[str, torch.nn.Parameter]], plans: Mapping[str, Any]) -> list[Entry]:
