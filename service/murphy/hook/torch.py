@@ -43,6 +43,7 @@ from murphy.hook.torch_util import (
     dist_rank_world,
     forget_empty_grad_hooks,
     optimizer_fence,
+    optimizer_tensors,
     tensors_of,
 )
 from murphy.hook.writer import Record
@@ -105,6 +106,8 @@ class Hook(BaseHook):
         self._handles: list[Any] = []
         self._plan = CallbackPlan(self.collections)
         self._callback_key: Any = None
+        # The modules that save nothing under the current key (CallbackPlan.silent).
+        self._silent: frozenset[int] = frozenset()
         self._param_plan = ParamPlan()
 
     @classmethod
@@ -191,7 +194,8 @@ class Hook(BaseHook):
             self._param_plan.save(self._callback_key, self._params, deferred, self._save_torch, self._records,
                                   self.collections.save_plans)
             for opt in self._optimizers:
-                self._save_optimizer(opt)
+                for name, value in optimizer_tensors(opt):
+                    self._save_torch(name, value)
         finally:
             if deferred is not None:
                 deferred.early = False
@@ -213,7 +217,7 @@ class Hook(BaseHook):
             return
         plan, due = self._plan, self._due
         self._callback_key = key = plan.key(due, self._step_mode)
-        silent = plan.silent(key)
+        silent = self._silent = plan.silent(key)
         hooked = [m for m in self._io_modules if id(m) not in silent]
         if hooked:  # a root's forward hook also ends its forward's hand-offs (see _forward_hook)
             hooked += [m for m in self._io_modules if id(m) in silent and id(m) in self._roots]
@@ -243,6 +247,10 @@ class Hook(BaseHook):
     @guarded
     def _forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
         if not self._is_saving():
+            return
+        if id(module) in self._silent:  # a root hooked only to end its forward's hand-offs
+            if self._deferred is not None:
+                self._deferred.kick()
             return
         name = self._module_names.get(id(module), type(module).__name__)
         ins, outs = tensors_of(inputs), tensors_of(outputs)
@@ -359,16 +367,6 @@ class Hook(BaseHook):
                 self._deferred.close()
             except Exception as exc:
                 self.guard.trip(exc, "close")
-
-    def _save_optimizer(self, opt: torch.optim.Optimizer) -> None:
-        cls = type(opt).__name__
-        index = 0
-        for group in opt.param_groups:
-            for param in group["params"]:
-                for key, value in opt.state.get(param, {}).items():
-                    if isinstance(value, torch.Tensor):
-                        self._save_torch(f"{cls}_{index}_{key}", value)
-                index += 1
 
     def _save_torch(self, name: str, value: Any) -> None:
         # smdebug never writes zero-size tensors.

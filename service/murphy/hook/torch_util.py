@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -75,3 +75,16 @@ def optimizer_fence(hook: Any) -> Callable[..., None]:
             h._optimizer_fence()
 
     return fence
+
+
+def optimizer_tensors(opt: torch.optim.Optimizer) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(<OptClass>_<i>_<state key>, tensor)`` of every tensor in ``opt``'s state (``i``: the
+    parameter's position in ``opt.param_groups``), as smdebug names them."""
+    cls = type(opt).__name__
+    index = 0
+    for group in opt.param_groups:
+        for param in group["params"]:
+            for key, value in opt.state.get(param, {}).items():
+                if isinstance(value, torch.Tensor):
+                    yield f"{cls}_{index}_{key}", value
+            index += 1

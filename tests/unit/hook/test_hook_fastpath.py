@@ -3,9 +3,11 @@ callbacks installed only on saving steps, one copy per activation per step."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -185,6 +187,35 @@ def test_forward_hooks_stay_only_where_a_name_can_be_saved(tmp_path: Path) -> No
         assert {n for n in read_step(tmp_path / "run", step)[1] if not n.startswith("Branchy_")} == {
             f"gradient/Branchy_{p}" for p in used} | {"MSELoss_output_0"}
     assert "relu_output_0" in read_step(tmp_path / "run", 6)[1]
+
+
+def test_a_silent_roots_forward_hook_only_hands_over_the_copies(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # The root stays hooked after learning (its forward's end wakes the copier) but, saving
+    # nothing, it makes no save decisions for its inputs and outputs.
+    decided: list[tuple[int, str]] = []
+    original = Hook._save_torch
+
+    def counted(self: Hook, name: str, value: object) -> None:
+        if name.startswith("Net_"):
+            decided.append((self.step, name))
+        original(self, name, value)
+
+    monkeypatch.setattr(Hook, "_save_torch", counted)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # deferred copies, as on 2 cores
+    hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_interval=1), include_collections=["gradients"])
+    model, loss_fn, opt, x = _setup(hook)
+    kicks: list[int] = []
+    assert hook._deferred is not None
+    real_kick = hook._deferred.kick
+    monkeypatch.setattr(hook._deferred, "kick", lambda: kicks.append(hook.step) or real_kick())
+    for _ in range(4):
+        _step(model, loss_fn, opt, x)
+    hook.close()
+    assert {step for step, name in decided if "_input_" in name or "_output_" in name} == {0}
+    assert {1, 2, 3} <= set(kicks)
+    grads = {f"gradient/Net_{p}" for p, _ in model.named_parameters()}
+    assert set(read_step(tmp_path / "run", 3)[1]) == grads | {"MSELoss_output_0"}
 
 
 def test_gradient_hooks_only_for_due_gradients(tmp_path: Path) -> None:
