@@ -159,16 +159,24 @@ class CallbackClock:
     these three methods), so a variant's own CPU can be measured directly, not only as a
     difference of two blocks."""
 
+    #: The kinds of callback timed, as :attr:`by_kind` names them.
+    KINDS = ("forward-pre", "forward", "tensor", "post-accumulate", "optimizer-pre", "end-of-backward")
+
     def __init__(self) -> None:
         self.acc = 0.0
+        #: Thread CPU seconds and calls per kind of callback (writer_thread_share.py --callbacks).
+        self.by_kind: dict[str, float] = dict.fromkeys(self.KINDS, 0.0)
+        self.calls: dict[str, int] = dict.fromkeys(self.KINDS, 0)
 
     def install(self) -> None:
-        for owner, attr in ((nn.Module, "register_forward_pre_hook"), (nn.Module, "register_forward_hook"),
-                            (torch.Tensor, "register_hook")):
+        for owner, attr, kind in ((nn.Module, "register_forward_pre_hook", "forward-pre"),
+                                  (nn.Module, "register_forward_hook", "forward"),
+                                  (torch.Tensor, "register_hook", "tensor")):
             orig = getattr(owner, attr)
 
-            def patched(obj: Any, hook: Callable[..., Any], *a: Any, _orig: Any = orig, **kw: Any) -> Any:
-                return _orig(obj, self._wrap(hook), *a, **kw)
+            def patched(obj: Any, hook: Callable[..., Any], *a: Any, _orig: Any = orig, _kind: str = kind,
+                        **kw: Any) -> Any:
+                return _orig(obj, self._wrap(hook, _kind), *a, **kw)
 
             setattr(owner, attr, patched)
         # murphy's deferred copies also run in post-accumulate-grad hooks, an optimizer step
@@ -177,7 +185,7 @@ class CallbackClock:
             orig_post = torch.Tensor.register_post_accumulate_grad_hook
 
             def post(obj: Any, hook: Callable[..., Any]) -> Any:
-                return orig_post(obj, self._wrap(hook))  # type: ignore[no-untyped-call]
+                return orig_post(obj, self._wrap(hook, "post-accumulate"))  # type: ignore[no-untyped-call]
 
             torch.Tensor.register_post_accumulate_grad_hook = post  # type: ignore[method-assign]
         import torch.optim.optimizer as optim_mod
@@ -185,7 +193,7 @@ class CallbackClock:
             orig_opt = optim_mod.register_optimizer_step_pre_hook
 
             def opt_pre(hook: Callable[..., Any]) -> Any:
-                return orig_opt(self._wrap(hook))
+                return orig_opt(self._wrap(hook, "optimizer-pre"))
 
             optim_mod.register_optimizer_step_pre_hook = opt_pre
         engine, clock = torch.autograd.Variable._execution_engine, self
@@ -197,17 +205,22 @@ class CallbackClock:
                 return getattr(engine, name)
 
             def queue_callback(self, fn: Callable[[], None]) -> None:
-                engine.queue_callback(clock._wrap(fn))
+                engine.queue_callback(clock._wrap(fn, "end-of-backward"))
 
         torch.autograd.Variable._execution_engine = Engine()  # type: ignore[assignment]
 
-    def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap(self, fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
+        by_kind, calls = self.by_kind, self.calls
+
         def timed(*args: Any, **kwargs: Any) -> Any:
             t0 = time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.acc += time.thread_time() - t0
+                spent = time.thread_time() - t0
+                self.acc += spent
+                by_kind[kind] += spent
+                calls[kind] += 1
 
         return timed
 
@@ -250,6 +263,7 @@ def block(job: Job, steps: int) -> dict[str, float]:
     """One timed block of ``steps`` steps of ``job``."""
     c0, t0, w0, s0 = _cpu(), time.thread_time(), time.perf_counter(), _switches()
     cb0, raw0 = CALLBACKS.acc, job.raw_cpu
+    kinds0, calls0 = dict(CALLBACKS.by_kind), dict(CALLBACKS.calls)
     for _ in range(steps):
         job.step()
     w_steps = time.perf_counter() - w0
@@ -265,6 +279,9 @@ def block(job: Job, steps: int) -> dict[str, float]:
         "train_wall_ms": w_steps * 1e3, "wall_ms": (time.perf_counter() - w0) * 1e3,
         "switches": float(_switches() - s0),
     }
+    for kind in CallbackClock.KINDS:
+        out[f"cb {kind} ms"] = (CALLBACKS.by_kind[kind] - kinds0[kind]) * 1e3
+        out[f"cb {kind} calls"] = float(CALLBACKS.calls[kind] - calls0[kind])
     out["bytes"] = float(job.harvest())
     return out
 

@@ -25,7 +25,15 @@ price of handing a step to another thread on another core, with nothing done the
 Prints, per variant, the training thread's added wall and CPU ms per step over ``plain``
 (medians of the blocks), and the process's added CPU (every thread).
 
-usage: python benchmarks/writer_thread_share.py [--steps 30] [--rounds 7] [--tensors wg,wgo] [--decompose] [--dir DIR]
+``--callbacks`` also times each kind of torch callback on the training thread (forward-pre,
+forward, tensor, post-accumulate, optimizer-pre, end-of-backward) and prints their µs per step
+and per call for every hooked variant. The timing wrapper adds a frame to every callback, so the
+main table's figures are a little higher in such a run. Every job's hook is in this one process,
+and torch's optimizer step pre-hook is global: each optimizer step runs every hook's fence (one
+per job; in a training script with one hook, one).
+
+usage: python benchmarks/writer_thread_share.py [--steps 30] [--rounds 7] [--tensors wg,wgo] [--decompose]
+           [--callbacks] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -78,11 +86,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--tensors", default="wg,wgo")
     ap.add_argument("--decompose", action="store_true", help="add the hand-off and on-thread twins (wg)")
+    ap.add_argument("--callbacks", action="store_true",
+                    help="also time each kind of torch callback (adds a wrapper frame to every callback)")
     ap.add_argument("--dir", default=None, help="where the hook writes (default: the system temp dir)")
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0))[:2]
     os.sched_setaffinity(0, cores)
     torch.set_num_threads(1)
+    if args.callbacks:  # before any hook registers a callback
+        bench.CALLBACKS.install()
     load0 = load_average()
     scratch = tempfile.mkdtemp(prefix="writer-share-", dir=args.dir)
     try:
@@ -118,6 +130,21 @@ def main() -> None:
     print(f"writer thread share — {machine()}, torch {torch.__version__} (1 thread), cores {cores}, "
           f"{args.steps} steps x {args.rounds} rounds; {load0} at the start, {load_average()} at the end\n")
     print(table(["variant", "train thread +ms/step (wall)", "train thread +CPU ms/step", "process +CPU ms/step"], rows))
+    if args.callbacks:
+        print("\ninside the callbacks, training thread CPU per kind (medians of the blocks; the timing wrapper "
+              "adds a frame to each call, in the table above too)\n")
+        print(table(["variant", "callback", "µs/step", "calls/step", "µs/call"], _callback_rows(blocks, order[1:], args.steps)))
+
+
+def _callback_rows(blocks: dict[str, list[dict[str, float]]], variants: list[str], steps: int) -> list[list[str]]:
+    rows = []
+    for k in variants:
+        for kind in bench.CallbackClock.KINDS:
+            us = statistics.median(b[f"cb {kind} ms"] for b in blocks[k]) * 1e3 / steps
+            calls = statistics.median(b[f"cb {kind} calls"] for b in blocks[k]) / steps
+            if calls:
+                rows.append([k, kind, f"{us:.0f}", f"{calls:.1f}", f"{us / calls:.1f}"])
+    return rows
 
 
 if __name__ == "__main__":
