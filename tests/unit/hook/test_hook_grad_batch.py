@@ -135,3 +135,42 @@ def test_autograd_grad_after_learning_misses_one_step_then_is_copied_at_the_hook
     assert 3 not in written or not written[3]
     assert sum("without reaching param.grad" in r.getMessage() for r in caplog.records) == len(seen[3])
     _assert_same({s: v for s, v in written.items() if s != 3}, {s: v for s, v in seen.items() if s != 3})
+
+
+@pytest.mark.parametrize("bucket_view", [False, True], ids=["grads-copied-to-buckets", "grads-are-bucket-views"])
+def test_ddp_gradients_deferred_equal_the_on_thread_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         bucket_view: bool) -> None:
+    # DistributedDataParallel's reducer runs its own hooks on AccumulateGrad and its own
+    # end-of-backward callback, which writes the averaged gradients back into param.grad.
+    import torch.distributed as dist
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        written = {}
+        for deferred in (True, False):
+            monkeypatch.setenv("MURPHY_HOOK_DEFERRED_COPY", "1" if deferred else "0")
+            torch.manual_seed(0)
+            model = torch.nn.parallel.DistributedDataParallel(
+                torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)),
+                gradient_as_bucket_view=bucket_view)
+            out = tmp_path / ("deferred" if deferred else "on-thread")
+            hook = Hook(out_dir=str(out), save_config=SaveConfig(save_interval=1), include_collections=["gradients"])
+            hook.register_module(model)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            gen = torch.Generator().manual_seed(1)
+            seen = {}
+            for step in range(STEPS):
+                opt.zero_grad()
+                x, y = torch.randn(4, 6, generator=gen), torch.randint(0, 3, (4,), generator=gen)
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                seen[step] = {f"gradient/DistributedDataParallel_{n}": p.grad.clone().numpy()  # type: ignore[union-attr]
+                              for n, p in model.named_parameters()}
+                opt.step()
+            hook.close()
+            written[deferred] = _read(out)
+            _assert_same(written[deferred], seen)
+            assert hook._deferred is None or hook._deferred.invalidated == 0
+        _assert_same(written[True], written[False])
+    finally:
+        dist.destroy_process_group()
