@@ -293,7 +293,8 @@ class Hook(BaseHook):
             return
         deferred = self._deferred
         if deferred is not None:
-            self._queue_backward_fence()
+            if not self._backward_fence_queued:
+                self._queue_backward_fence()
             if param.grad is None and not deferred.wants(name) and name not in self._grad_plan.at_hook:
                 self._grad_plan.watch.append((name, param))  # learning: probed in param.grad
         self._copy_here = True
@@ -318,7 +319,8 @@ class Hook(BaseHook):
         if deferred is not None and (plan.fresh or plan.watch) and self._is_saving():
             plan.end_backward(self._callback_key, deferred, self._save_torch, self._records,
                               self.collections.save_plans, self.step)
-        plan.clear()
+        else:
+            plan.clear()
         if deferred is not None:
             try:
                 deferred.backward_end()

@@ -6,8 +6,9 @@ On a saving step the PyTorch hook hands the copier thread *references* to the te
 Those tensors do not change while forward and backward run, so the copier copies them
 (``Tensor.copy_`` releases the GIL: on a second core it really runs beside training) into
 staging buffers. Before anything may mutate them in place the training thread *fences*: it takes
-back every copy the copier has not started, does those itself, waits for the one in progress (at most one tensor's copy), and checks each
-source's version counter (torch bumps it at every in-place op on the tensor or a view of it).
+back every copy the copier has not started, does those itself, waits for the one in progress (at
+most one tensor's copy), and checks each source's version counter (torch bumps it at every
+in-place op on the tensor or a view of it).
 
 Two kinds of snapshot, two fences:
 

@@ -12,8 +12,8 @@ thread at every saving step (benchmarks/writer_thread_share.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Literal
 
 import torch
 
@@ -24,6 +24,9 @@ from murphy.hook.writer import Record
 
 _log = logging.getLogger(LOGGER_NAME)
 
+#: A name's replayed decision: (may go straight to the copier, save the shape), or False: not
+#: saved under this save key.
+Decision = tuple[bool, bool] | Literal[False]
 #: (name, parameter, may go straight to the copier, save the shape)
 Entry = tuple[str, torch.nn.Parameter, bool, bool]
 
@@ -51,12 +54,7 @@ class ParamPlan:
             if deferred is not None:
                 self._key, self._entries = key, _entries(params, plans)
             return
-        defer, wants = deferred.defer, deferred.wants
-        for name, param, fast, shape in entries:
-            if fast and param.is_cpu and param.dtype is not torch.bfloat16 and wants(name):
-                records.append(Record(name, defer(name, param), tuple(param.shape) if shape else None))
-            else:
-                save(name, param)
+        _replay(entries, deferred, save, records)
 
 
 class GradPlan:
@@ -74,8 +72,8 @@ class GradPlan:
 
     def __init__(self) -> None:
         self._key: Hashable | None = None
-        # name -> (may go straight to the copier, save the shape); False: not saved.
-        self._decisions: dict[str, tuple[bool, bool] | bool] = {}
+        # name -> its Decision (the full path until one is known).
+        self._decisions: dict[str, Decision] = {}
         self.fresh: list[tuple[str, torch.nn.Parameter]] = []
         self.watch: list[tuple[str, torch.nn.Parameter]] = []
         self.at_hook: set[str] = set()
@@ -104,7 +102,7 @@ class GradPlan:
         if self._key != key:
             self._key, self._decisions = key, {}
         decisions = self._decisions
-        defer, wants = deferred.defer, deferred.wants
+        replayed: list[tuple[str, torch.Tensor, bool, bool]] = []
         for name, param in fresh:
             grad = param.grad
             if grad is None:
@@ -113,19 +111,12 @@ class GradPlan:
             decision = decisions.get(name)
             if decision is None:
                 save(name, grad)
-                plan = plans.get(name)
-                if plan is not None and grad.numel():
-                    decisions[name] = ((plan.save_raw and not plan.reductions and TorchBackend.deferrable(grad),
-                                        plan.save_shape) if plan else False)
-            elif decision is False:
-                continue
-            else:
-                fast, shape = decision  # type: ignore[misc]
-                if fast and grad.is_cpu and grad.dtype is not torch.bfloat16 and grad.layout is torch.strided \
-                        and wants(name):
-                    records.append(Record(name, defer(name, grad), tuple(grad.shape) if shape else None))
-                else:
-                    save(name, grad)
+                decision = _decide(plans.get(name), grad)
+                if decision is not None:
+                    decisions[name] = decision
+            elif decision is not False:
+                replayed.append((name, grad, *decision))
+        _replay(replayed, deferred, save, records)
 
     def _missed(self, name: str, step: int) -> None:
         # A deferred gradient that never reached param.grad (torch.autograd.grad after the
@@ -135,13 +126,37 @@ class GradPlan:
                      "is not written for step %d and is copied in its tensor hook from now on", name, step)
 
 
+def _decide(plan: Any, value: torch.Tensor) -> Decision | None:
+    """What the full path decided for ``value`` under the collections' ``plan`` for its name:
+    None while undecided or for an empty tensor (it keeps the full path), False when not saved."""
+    if plan is None or (plan and value.numel() == 0):
+        return None
+    if not plan:
+        return False
+    return plan.save_raw and not plan.reductions and TorchBackend.deferrable(value), plan.save_shape
+
+
+def _replay(items: Iterable[tuple[str, torch.Tensor, bool, bool]], deferred: DeferredCopies,
+            save: Callable[[str, Any], None], records: list[Record]) -> None:
+    """Replayed decisions, ``(name, value, may go straight to the copier, save the shape)``:
+    straight to the copier while the value still can go there (it may have moved off the CPU or
+    changed dtype or layout since), else the hook's full path. One loop for all of a step's
+    values: it runs in every saving step."""
+    defer, wants = deferred.defer, deferred.wants
+    for name, value, fast, shape in items:
+        if fast and value.is_cpu and value.dtype is not torch.bfloat16 and value.layout is torch.strided \
+                and wants(name):
+            records.append(Record(name, defer(name, value), tuple(value.shape) if shape else None))
+        else:
+            save(name, value)
+
+
 def _entries(params: list[tuple[str, torch.nn.Parameter]], plans: Mapping[str, Any]) -> list[Entry]:
     out: list[Entry] = []
     for name, param in params:
-        plan = plans.get(name)
-        if plan is None or (plan and param.numel() == 0):
+        decision = _decide(plans.get(name), param)
+        if decision is None:
             out.append((name, param, False, False))  # undecided or empty: the full path
-        elif plan:  # False: not saved under this key
-            fast = plan.save_raw and not plan.reductions and TorchBackend.deferrable(param)
-            out.append((name, param, fast, plan.save_shape))
+        elif decision:  # False: not saved under this key
+            out.append((name, param, *decision))
     return out

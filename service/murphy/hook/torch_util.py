@@ -50,8 +50,9 @@ def tensors_of(value: Any) -> list[torch.Tensor | None]:
 def deferral_possible() -> bool:
     """Whether a hook may defer its copies here: not switched off (``MURPHY_HOOK_DEFERRED_COPY=0``),
     torch has the fences (2.1 or later, which ``register_post_accumulate_grad_hook`` marks: the
-    global optimizer step pre-hook and the end-of-backward callback it was proven with), and the process may use a second core: on one core the copier adds thread
-    switches and takes nothing off the training thread's core (benchmarks/writer_throughput.py)."""
+    global optimizer step pre-hook and the end-of-backward callback it was proven with), and the
+    process may use a second core: on one core the copier adds thread switches and takes nothing
+    off the training thread's core (benchmarks/writer_throughput.py)."""
     if os.environ.get("MURPHY_HOOK_DEFERRED_COPY", "1") == "0":
         return False
     if not (hasattr(torch.Tensor, "register_post_accumulate_grad_hook")
