@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from save_spy import spy_full_path
 
 from murphy.hook import SaveConfig
 from murphy.hook.torch import Hook
@@ -312,20 +313,12 @@ def test_later_steps_replay_the_parameters_decisions(tmp_path: Path, monkeypatch
     # Under an unchanged save key the weights' decisions of the first step are replayed: the
     # deferred ones go straight to the copier (not through the full save path) and the values
     # written are still the on-thread copy's.
-    full_path: list[str] = []
-    original = Hook._save_torch
-
-    def counted(self: Hook, name: str, value: object) -> None:
-        if name.startswith("Net_") and "output" not in name:
-            full_path.append(name)
-        original(self, name, value)
-
-    monkeypatch.setattr(Hook, "_save_torch", counted)
+    full_path_saves = spy_full_path(monkeypatch)
     run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch)
+    full_path_saves.recording = False
     params = 6  # conv, fc1, fc2: weight and bias
     # The first two steps take the full path (the first one's decisions record the names in
     # their collections: a new save key), the later ones replay.
-    assert len(full_path) == 2 * params
-    monkeypatch.setattr(Hook, "_save_torch", original)
+    assert len([n for _, n in full_path_saves.named("Net_") if "output" not in n]) == 2 * params
     run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch)
     assert_same(read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread"))

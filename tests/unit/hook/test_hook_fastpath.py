@@ -11,6 +11,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from save_spy import spy_full_path
 
 from murphy.hook import ModeKeys, ReductionConfig, SaveConfig, SaveConfigMode
 from murphy.hook.base import BaseHook
@@ -193,15 +194,7 @@ def test_a_silent_roots_forward_hook_only_hands_over_the_copies(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # The root stays hooked after learning (its forward's end wakes the copier) but, saving
     # nothing, it makes no save decisions for its inputs and outputs.
-    decided: list[tuple[int, str]] = []
-    original = Hook._save_torch
-
-    def counted(self: Hook, name: str, value: object) -> None:
-        if name.startswith("Net_"):
-            decided.append((self.step, name))
-        original(self, name, value)
-
-    monkeypatch.setattr(Hook, "_save_torch", counted)
+    full_path_saves = spy_full_path(monkeypatch)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # deferred copies, as on 2 cores
     hook = Hook(out_dir=tmp_path / "run", save_config=SaveConfig(save_interval=1), include_collections=["gradients"])
     model, loss_fn, opt, x = _setup(hook)
@@ -212,6 +205,7 @@ def test_a_silent_roots_forward_hook_only_hands_over_the_copies(tmp_path: Path,
     for _ in range(4):
         _step(model, loss_fn, opt, x)
     hook.close()
+    decided = full_path_saves.named("Net_")
     assert {step for step, name in decided if "_input_" in name or "_output_" in name} == {0}
     assert {1, 2, 3} <= set(kicks)
     grads = {f"gradient/Net_{p}" for p, _ in model.named_parameters()}

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from save_spy import spy_full_path
 
 from murphy.hook import SaveConfig
 from murphy.hook.torch import Hook
@@ -83,20 +84,12 @@ def _assert_same(a: dict[int, dict[str, np.ndarray]], b: dict[int, dict[str, np.
 
 def test_deferred_gradients_are_saved_at_the_backwards_end_without_a_per_gradient_save(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    full_path: list[tuple[int, str]] = []
-    original = Hook._save_torch
-
-    def counted(self: Hook, name: str, value: object) -> None:
-        if name.startswith("gradient/"):
-            full_path.append((self.step, name))
-        original(self, name, value)
-
-    monkeypatch.setattr(Hook, "_save_torch", counted)
+    full_path_saves = spy_full_path(monkeypatch)
     hook, seen = _train(tmp_path / "deferred", monkeypatch, deferred=True)
-    monkeypatch.setattr(Hook, "_save_torch", original)
+    full_path_saves.recording = False
     # Learning (step 0: copied at the hook), the first deferred step (the full path decides once
     # under the new save key), then each backward's gradients replay those decisions.
-    assert {step for step, _ in full_path} == {0, 1}
+    assert {step for step, _ in full_path_saves.named("gradient/")} == {0, 1}
     copies = hook._deferred
     assert copies is not None and copies.invalidated == 0 and copies.state["gradient/Sequential_0.weight"] == LATE
     written = _read(tmp_path / "deferred")
