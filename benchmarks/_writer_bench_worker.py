@@ -12,6 +12,8 @@ variant alike. A variant saves every step:
   (smdebug's "outputs" collection saves nothing on torch 2.x), so both write the same bytes;
 * ``murphyT-wg`` / ``murphyT-wgo``: murphy's hook with ``MURPHY_HOOK_DEFERRED_COPY=0`` (every
   snapshot copied on the training thread, as before the deferred copies): the A/B of that change;
+* ``murphyW-*``: the writer thread encodes and writes (``MURPHY_HOOK_WRITER_PROCESS=0``);
+  ``murphyC-*``: a copier thread beside the writer process (``MURPHY_HOOK_COPIER=1``);
 * ``raw-wg`` / ``raw-wgo``: the floor: the bytes murphy's hook wrote for that step (captured once,
   before timing), written with one ``write`` per file into the same layout (one ``mkdir`` for the
   step's events directory, then ``open``/``write``/``close`` of the events file and the index file),
@@ -56,6 +58,14 @@ COLLECTIONS = {
 # Layer outputs are selected by name (smdebug 1.0.34's "outputs" collection saves nothing on
 # torch 2.x, its include_regex does; both libraries then write the same tensors and bytes).
 OUTPUT_REGEX = {"wg": None, "wgo": [r"_output_\d+$"]}
+# murphy's variants and the switches each sets while its hook is built: murphyT, every snapshot
+# copied on the training thread (no deferred copies); murphyW, deferred copies but the writer
+# thread encodes and writes (no writer process); murphyC, the copier thread forced on (by default
+# a hook with a writer process on two cores has the fences copy, murphy.hook.torch_util.copier_wanted).
+MURPHY_ENV: dict[str, dict[str, str]] = {
+    "murphy": {}, "murphyT": {"MURPHY_HOOK_DEFERRED_COPY": "0"}, "murphyW": {"MURPHY_HOOK_WRITER_PROCESS": "0"},
+    "murphyC": {"MURPHY_HOOK_COPIER": "1"},
+}
 
 
 def _walk_size(root: str) -> int:
@@ -82,20 +92,16 @@ class Job:
         self.out_dir = tempfile.mkdtemp(prefix=f"{variant or 'plain'}-", dir=scratch) + "/run"
         self.raw = raw_files.get(self.tensors or "") if self.impl == "raw" else None
         self.raw_cpu = 0.0
-        if self.impl in ("murphy", "murphyT", "murphyW", "smdebug"):
-            Hook, SaveConfig, ReductionConfig, modes = hook_api("murphy" if self.impl == "murphyW" else self.impl)
-            # murphyT: murphy with every snapshot copied on the training thread (no deferred copies).
-            if self.impl == "murphyT":
-                os.environ["MURPHY_HOOK_DEFERRED_COPY"] = "0"
-            # murphyW: deferred copies, but the writer thread encodes and writes (no writer process).
-            if self.impl == "murphyW":
-                os.environ["MURPHY_HOOK_WRITER_PROCESS"] = "0"
+        if self.impl in (*MURPHY_ENV, "smdebug"):
+            Hook, SaveConfig, ReductionConfig, modes = hook_api("smdebug" if self.impl == "smdebug" else "murphy")
+            env = MURPHY_ENV.get(self.impl or "", {})
+            os.environ.update(env)
             self.hook = Hook(out_dir=self.out_dir, save_config=SaveConfig(save_interval=1),
                              reduction_config=ReductionConfig(save_raw_tensor=True),
                              include_collections=COLLECTIONS[self.tensors or "wg"],
                              include_regex=OUTPUT_REGEX[self.tensors or "wg"])
-            os.environ.pop("MURPHY_HOOK_DEFERRED_COPY", None)
-            os.environ.pop("MURPHY_HOOK_WRITER_PROCESS", None)
+            for key in env:
+                os.environ.pop(key, None)
             process = getattr(getattr(self.hook, "_writer", None), "process", None)
             if process is not None:
                 WRITER_PROCESSES.append(process)
@@ -132,7 +138,7 @@ class Job:
             os.close(fd)
 
     def end_block(self) -> None:
-        if self.hook is not None and self.impl in ("murphy", "murphyT", "murphyW"):
+        if self.hook is not None and self.impl in MURPHY_ENV:
             self.hook.flush()
 
     def harvest(self) -> int:
@@ -274,7 +280,7 @@ def block(job: Job, steps: int) -> dict[str, float]:
     direct = (CALLBACKS.acc - cb0) + (job.raw_cpu - raw0) + max(0.0, cpu - train)
     out = {
         "direct_cpu_ms": direct * 1e3,
-        "dropped": float(job.hook.steps_dropped) if job.impl in ("murphy", "murphyT", "murphyW") else 0.0,
+        "dropped": float(job.hook.steps_dropped) if job.impl in MURPHY_ENV else 0.0,
         "cpu_ms": (_cpu() - c0) * 1e3, "train_cpu_ms": (time.thread_time() - t0) * 1e3,
         "train_wall_ms": w_steps * 1e3, "wall_ms": (time.perf_counter() - w0) * 1e3,
         "switches": float(_switches() - s0),

@@ -10,6 +10,8 @@ pinned to two cores, in blocks that take turns:
   carries then (its callbacks, the copier thread's hand-offs, the fences) is what it would carry
   with the writer's work moved out of the process entirely (a writer process, no GIL shared):
   the most such a change could win.
+* ``copier``: the same hook with a copier thread forced on (``MURPHY_HOOK_COPIER=1``) beside its
+  writer process; by default, on two cores, the fences do the copies (torch_util.copier_wanted).
 
 Two more twins take the copier and the writer's work away altogether, to split what is left
 (``--decompose``, each for ``wg``): both copy every snapshot on the training thread
@@ -103,6 +105,7 @@ def main() -> None:
             jobs[f"murphy-{t}"] = bench.Job(f"murphy-{t}", scratch, {})
             jobs[f"no-files-{t}"] = bench.Job(f"murphy-{t}", scratch, {})
             _no_files(jobs[f"no-files-{t}"])
+            jobs[f"copier-{t}"] = bench.Job(f"murphyC-{t}", scratch, {})
         if args.decompose:
             for name, on_thread in (("hand-off-wg", False), ("on-thread-wg", True)):
                 jobs[name] = bench.Job("murphyT-wg", scratch, {})  # copies on the training thread

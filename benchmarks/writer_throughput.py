@@ -8,7 +8,9 @@ outputs (~4.7 MB/step). Three writers:
   cores its steps are encoded and written by a writer process, murphy.hook.writer_process, whose
   CPU is counted with the block's), with the writer thread instead (``murphyW``:
   ``MURPHY_HOOK_WRITER_PROCESS=0``) and with every copy on the training thread (``murphyT``:
-  ``MURPHY_HOOK_DEFERRED_COPY=0``, which also keeps the thread);
+  ``MURPHY_HOOK_DEFERRED_COPY=0``, which also keeps the thread) and, on two cores, with a copier
+  thread beside the writer process (``murphyC``: ``MURPHY_HOOK_COPIER=1``; by default the fences
+  copy there, murphy.hook.torch_util.copier_wanted);
 * smdebug 1.0.34's PyTorch hook (its own venv). Its "outputs" collection saves nothing on torch
   2.x, so both libraries select the layer outputs by name (``include_regex``) and write the same
   tensors and bytes (the driver checks the MB per step and flags unequal work);
@@ -48,6 +50,12 @@ from _common import machine, run_json, smdebug_python, table
 WORKER = str(Path(__file__).resolve().parent / "_writer_bench_worker.py")
 MURPHY_VARIANTS = "murphy-wg,murphy-wgo,murphyW-wg,murphyW-wgo,murphyT-wg,murphyT-wgo,raw-wg,raw-wgo"
 SMDEBUG_VARIANTS = "smdebug-wg,smdebug-wgo"
+# On two cores only (on one core no copies are deferred): the copier thread forced on.
+TWO_CORE_VARIANTS = ",murphyC-wg,murphyC-wgo"
+
+
+def _murphy_variants(cores: int) -> str:
+    return MURPHY_VARIANTS + (TWO_CORE_VARIANTS if cores == 2 else "")
 
 
 def _per_round(doc: dict[str, Any], variant: str) -> dict[str, np.ndarray]:
@@ -99,7 +107,7 @@ def main() -> None:
     docs: dict[tuple[str, int], dict[str, Any]] = {}
     for cores in (1, 2):
         extra = ["--phases"] if cores == 1 else []
-        docs[("murphy", cores)] = run_json([sys.executable, WORKER, "--variants", MURPHY_VARIANTS,
+        docs[("murphy", cores)] = run_json([sys.executable, WORKER, "--variants", _murphy_variants(cores),
                                             "--cores", str(cores), *common, *extra], env=env)
         docs[("smdebug", cores)] = run_json([smd_py, WORKER, "--variants", SMDEBUG_VARIANTS,
                                              "--cores", str(cores), *common], env=env)
@@ -107,7 +115,7 @@ def main() -> None:
     s: dict[tuple[str, int], dict[str, float]] = {}
     rows = []
     for cores in (1, 2):
-        for impl, variants in (("murphy", MURPHY_VARIANTS), ("smdebug", SMDEBUG_VARIANTS)):
+        for impl, variants in (("murphy", _murphy_variants(cores)), ("smdebug", SMDEBUG_VARIANTS)):
             for v in variants.split(","):
                 s[(v, cores)] = summarise(docs[(impl, cores)], v)
                 rows.append(_row(v, cores, s[(v, cores)]))
@@ -124,7 +132,7 @@ def main() -> None:
             if abs(m_mb - s_mb) > 0.05 * max(m_mb, s_mb):
                 print(f"{t}, {cores} core(s): UNEQUAL WORK — murphy wrote {m_mb:.2f} MB/step, smdebug {s_mb:.2f}")
     for cores in (1, 2):
-        for v in MURPHY_VARIANTS.split(","):
+        for v in _murphy_variants(cores).split(","):
             dropped = max(b.get("dropped", 0.0) for b in docs[("murphy", cores)]["blocks"][v])
             if dropped:
                 print(f"{v}, {cores} core(s): {dropped:.0f} steps dropped by back-pressure (MB/step counts what was written)")
@@ -160,6 +168,12 @@ def main() -> None:
         verdicts.append(f"{t}, 2 cores, writer process vs writer thread (murphyW): training thread "
                         f"+{d['train_wall']:.2f} vs +{w['train_wall']:.2f} ms/step wall, +{d['train_cpu']:.2f} vs "
                         f"+{w['train_cpu']:.2f} CPU ms/step; all processes +{d['cpu']:.2f} vs +{w['cpu']:.2f} CPU ms/step")
+    for t in ("wg", "wgo"):
+        d, c = s[(f"murphy-{t}", 2)], s[(f"murphyC-{t}", 2)]
+        verdicts.append(f"{t}, 2 cores, the fences' copies vs a copier thread beside the writer process (murphyC): "
+                        f"training thread +{d['train_wall']:.2f} vs +{c['train_wall']:.2f} ms/step wall, "
+                        f"+{d['train_cpu']:.2f} vs +{c['train_cpu']:.2f} CPU ms/step; all processes +{d['cpu']:.2f} "
+                        f"vs +{c['cpu']:.2f} CPU ms/step")
     print("\n".join(verdicts))
     ph = docs[("murphy", 1)].get("phases")
     if ph:

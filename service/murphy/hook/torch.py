@@ -19,7 +19,6 @@ that import torch. Names written (smdebug's):
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import re
 from collections.abc import Callable
@@ -34,11 +33,12 @@ from murphy.core.save_config import SaveConfig
 from murphy.hook.base import BaseHook
 from murphy.hook.callback_plan import CallbackPlan
 from murphy.hook.config import HookConfig, hook_from_config
-from murphy.hook.guard import LOGGER_NAME, guarded
+from murphy.hook.guard import guarded
 from murphy.hook.torch_backend import TorchBackend
 from murphy.hook.torch_deferred import DeferredCopies
 from murphy.hook.torch_params import GradPlan, ParamPlan
 from murphy.hook.torch_util import (
+    copier_wanted,
     deferral_possible,
     dist_rank_world,
     forget_empty_grad_hooks,
@@ -49,8 +49,6 @@ from murphy.hook.torch_util import (
 from murphy.hook.writer import Record
 from murphy.hook.writer_process import writer_process_for
 from murphy.storage import ObjectStore
-
-_log = logging.getLogger(LOGGER_NAME)
 
 
 class Hook(BaseHook):
@@ -90,6 +88,7 @@ class Hook(BaseHook):
             if process is not None:
                 backend.use_arena(process.arena)
                 self._writer.use_process(process)
+            self._deferred.background = copier_wanted(process is not None)
         # While _grad saves: the gradient is copied on the training thread (see _snapshot).
         self._copy_here = False
         self._backward_fence_queued = False

@@ -10,6 +10,12 @@ back every copy the copier has not started, does those itself, waits for the one
 most one tensor's copy), and checks each source's version counter (torch bumps it at every
 in-place op on the tensor or a view of it).
 
+Without a core of its own the copier does not pay (``background`` False): when a writer process
+already keeps the second core busy, its copies queue behind that process, and its wake-ups and
+GIL hand-offs cost the training thread more than the copies it saves. The hand-offs then only
+queue, and each fence copies what it settles in one ``_foreach_copy_`` call: the same rules, the
+same fences, no second thread (torch_util.copier_wanted).
+
 Two kinds of snapshot, two fences:
 
 * *early* ones, taken at the step's start (weights, optimizer state), which the optimizer changes
@@ -100,7 +106,8 @@ class _Probe:
 class DeferredCopies:
     """The copier thread, its queue, the fences, and which names may be deferred."""
 
-    def __init__(self, pool: StagingPool, alloc: Callable[[tuple[int, ...], torch.dtype], torch.Tensor]) -> None:
+    def __init__(self, pool: StagingPool, alloc: Callable[[tuple[int, ...], torch.dtype], torch.Tensor],
+                 background: bool = True) -> None:
         self._pool = pool
         self._alloc = alloc
         self._cond = threading.Condition(threading.Lock())
@@ -129,6 +136,9 @@ class DeferredCopies:
         self.invalidated = 0
         self.copied_on_thread = 0
         self.copied_off_thread = 0
+        #: Whether a copier thread copies between fences; when False the fences do every copy,
+        #: one ``_foreach_copy_`` call each (torch_util.copier_wanted says when that is better).
+        self.background = background
 
     # ---- training thread -------------------------------------------------------------------
 
@@ -177,6 +187,9 @@ class DeferredCopies:
         if not batch:
             return
         self._batch, self._batch_bytes = [], 0
+        if not self.background:  # no other thread: queued for the next fence
+            self._queue.extend(batch)
+            return
         with self._cond:
             self._queue.extend(batch)
             self._cond.notify()
@@ -215,9 +228,9 @@ class DeferredCopies:
                 else:
                     stolen = list(self._queue)
                     self._queue.clear()
-            for snap in stolen:
-                self._copy(snap)
-                self.copied_on_thread += 1
+            if stolen:  # one call for all of them (one GIL release, no per-tensor Python)
+                self._copy_run(stolen)
+                self.copied_on_thread += len(stolen)
             with self._cond:
                 while self._busy is not None and (not in_step or not self._busy.late):
                     self._cond.wait()

@@ -65,6 +65,25 @@ def deferral_possible() -> bool:
     return cores > 1
 
 
+def copier_wanted(writer_process: bool) -> bool:
+    """Whether deferred copies get a copier thread (murphy.hook.torch_deferred), or are copied by
+    the fences, one batched call each. ``MURPHY_HOOK_COPIER=1``/``0`` forces either; by default
+    the copier runs unless a writer process takes the writes and the process has fewer than
+    three cores: that process then keeps the second core busy, and a copier beside it made the
+    training thread slower, not faster (benchmarks/writer_thread_share.py, docs/performance.md
+    §1.W)."""
+    forced = os.environ.get("MURPHY_HOOK_COPIER")
+    if forced in ("0", "1"):
+        return forced == "1"
+    if not writer_process:
+        return True
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores > 2
+
+
 def optimizer_fence(hook: Any) -> Callable[..., None]:
     """torch's optimizer step pre-hook for ``hook``: its ``_optimizer_fence()`` (murphy.hook.torch)."""
     # A weak reference: torch's global hook list must not keep a dropped hook alive.

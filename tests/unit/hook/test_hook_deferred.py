@@ -60,8 +60,14 @@ def read_all(out: Path, steps: int = STEPS) -> dict[int, dict[str, np.ndarray]]:
 def run(out: Path, *, deferred: bool, monkeypatch: pytest.MonkeyPatch, set_to_none: bool = True,
         clip: bool = False, mutate_from: int | None = None, optimizer: bool = True, mutate_out_from: int | None = None,
         expect: dict[int, dict[str, np.ndarray]] | None = None, cores: int = 2, forward_only_last: bool = False,
-        clip_from: int | None = None, grads_after_step_from: int | None = None) -> Hook:
+        clip_from: int | None = None, grads_after_step_from: int | None = None, copier: str | None = "thread") -> Hook:
     monkeypatch.setenv("MURPHY_HOOK_DEFERRED_COPY", "1" if deferred else "0")
+    # "thread": a copier thread copies between the fences; "fences": the fences copy everything
+    # (what a hook with a writer process on two cores does); None: the hook's own choice.
+    if copier is None:
+        monkeypatch.delenv("MURPHY_HOOK_COPIER", raising=False)
+    else:
+        monkeypatch.setenv("MURPHY_HOOK_COPIER", "1" if copier == "thread" else "0")
     # The hook defers only with a second core: the tests do not depend on the machine's.
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     torch.manual_seed(0)
@@ -123,10 +129,11 @@ def _no_leaked_threads() -> Iterator[None]:
 
 @pytest.mark.parametrize("set_to_none", [True, False], ids=["zero_grad-set_to_none", "zero_grad-in-place"])
 @pytest.mark.parametrize("clip", [False, True], ids=["no-clip", "clip-after-backward"])
+@pytest.mark.parametrize("copier", ["thread", "fences"])
 def test_deferred_values_equal_the_on_thread_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  set_to_none: bool, clip: bool) -> None:
+                                                  set_to_none: bool, clip: bool, copier: str) -> None:
     expect: dict[int, dict[str, np.ndarray]] = {}
-    hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, set_to_none=set_to_none, clip=clip,
+    hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, copier=copier, set_to_none=set_to_none, clip=clip,
                expect=expect)
     run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch, set_to_none=set_to_none, clip=clip)
     deferred, on_thread = read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread")
@@ -155,12 +162,13 @@ def test_without_an_optimizer_the_backward_fence_covers_manual_updates(tmp_path:
     assert_same(read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread"))
 
 
+@pytest.mark.parametrize("copier", ["thread", "fences"])
 def test_a_tensor_changed_before_its_copy_was_checked_is_not_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, copier: str) -> None:
     # From step 3 the script scales fc1's output in place after its forward hook saved it: the
     # learning step never saw that, so step 3's deferred copy may hold either value.
     with caplog.at_level(logging.WARNING, logger="murphy.hook"):
-        hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, mutate_from=3)
+        hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, copier=copier, mutate_from=3)
     run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch, mutate_from=3)
     deferred, on_thread = read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread")
     assert "fc1_output_0" not in deferred[3]
@@ -174,6 +182,35 @@ def test_a_tensor_changed_before_its_copy_was_checked_is_not_written(
 def test_the_switch_turns_deferral_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hook = run(tmp_path, deferred=False, monkeypatch=monkeypatch)
     assert hook._deferred is None
+
+
+@pytest.mark.parametrize(("cores", "process", "forced", "thread"), [
+    (2, True, None, False), (3, True, None, True), (2, False, None, True), (2, True, "1", True), (3, True, "0", False),
+])
+def test_the_copier_thread_runs_only_where_it_has_a_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int,
+                                                         process: bool, forced: str | None, thread: bool) -> None:
+    # With a writer process on two cores the fences copy (no copier thread); MURPHY_HOOK_COPIER forces either.
+    if not process:
+        monkeypatch.setenv("MURPHY_HOOK_WRITER_PROCESS", "0")
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, cores=cores,
+               copier=None if forced is None else {"1": "thread", "0": "fences"}[forced])
+    copies = hook._deferred
+    assert copies is not None and copies.background is thread
+    assert ("murphy-hook-copier" in started) is thread
+    writer_process = hook._writer.process
+    assert (writer_process is not None and writer_process.steps_written == STEPS) is process
+    assert (copies.copied_off_thread > 0) is thread and copies.invalidated == 0
+    monkeypatch.undo()
+    run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch)
+    assert_same(read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread"))
 
 
 def test_one_core_copies_on_the_training_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,9 +243,10 @@ def test_a_failing_deferred_copy_never_breaks_training(tmp_path: Path, monkeypat
     assert_same(expect, expect_plain)
 
 
+@pytest.mark.parametrize("copier", ["thread", "fences"])
 def test_a_changed_tensor_saved_under_two_names_is_left_out_under_both(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, mutate_out_from=3)
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copier: str) -> None:
+    hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, copier=copier, mutate_out_from=3)
     run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch, mutate_out_from=3)
     deferred, on_thread = read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread")
     names = {"fc2_output_0", "Net_output_0"}
@@ -220,7 +258,8 @@ def test_a_changed_tensor_saved_under_two_names_is_left_out_under_both(
     assert all(hook._deferred.state[n] == ON_THREAD for n in names)
 
 
-def test_every_step_is_fenced_before_it_is_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("copier", ["thread", "fences"])
+def test_every_step_is_fenced_before_it_is_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copier: str) -> None:
     # The step's end is the only fence of a forward-only step: its deferred copies must be done
     # and checked (the fence drops each snap's source) before the writer may see them.
     unfenced: list[tuple[int, str]] = []
@@ -232,13 +271,14 @@ def test_every_step_is_fenced_before_it_is_queued(tmp_path: Path, monkeypatch: p
         submit(self, batch)
 
     monkeypatch.setattr(BackgroundWriter, "submit_step", checked)
-    hook = run(tmp_path, deferred=True, monkeypatch=monkeypatch, forward_only_last=True)
+    hook = run(tmp_path, deferred=True, monkeypatch=monkeypatch, copier=copier, forward_only_last=True)
     assert hook._deferred is not None and hook._deferred.copied_off_thread + hook._deferred.copied_on_thread > 0
     assert "fc2_output_0" in read_all(tmp_path, STEPS + 1)[STEPS]  # the forward-only step was written
     assert unfenced == []
 
 
-def test_late_names_are_fenced_only_at_the_steps_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("copier", ["thread", "fences"])
+def test_late_names_are_fenced_only_at_the_steps_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copier: str) -> None:
     # After the learning step, a step with an optimizer fences its gradients and outputs only at
     # its end: the end of backward hands them to the copier and fences nothing.
     from murphy.hook.torch_deferred import DeferredCopies
@@ -251,7 +291,7 @@ def test_late_names_are_fenced_only_at_the_steps_end(tmp_path: Path, monkeypatch
         original(self, in_step, optimizer)
 
     monkeypatch.setattr(DeferredCopies, "fence", counted)
-    hook = run(tmp_path, deferred=True, monkeypatch=monkeypatch)
+    hook = run(tmp_path, deferred=True, monkeypatch=monkeypatch, copier=copier)
     copies = hook._deferred
     assert copies is not None and copies.invalidated == 0
     # This hook's fences only: torch's optimizer pre-hook is global, so a hook another test left
@@ -261,18 +301,22 @@ def test_late_names_are_fenced_only_at_the_steps_end(tmp_path: Path, monkeypatch
     # and one step-end fence (plus close()'s).
     assert fences.count((True, False)) == 1
     assert fences.count((True, True)) == STEPS and fences.count((False, False)) >= STEPS
-    assert copies.copied_off_thread > copies.copied_on_thread
+    if copier == "thread":
+        assert copies.copied_off_thread > copies.copied_on_thread
+    else:  # no copier thread: the fences did every copy
+        assert copies.copied_off_thread == 0 and copies.copied_on_thread >= (STEPS - 1) * 8
 
 
 @pytest.mark.parametrize("change", ["clip_from", "grads_after_step_from"])
+@pytest.mark.parametrize("copier", ["thread", "fences"])
 def test_a_late_name_changed_after_learning_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                           caplog: pytest.LogCaptureFixture, change: str) -> None:
+                                                           caplog: pytest.LogCaptureFixture, change: str, copier: str) -> None:
     # From step 3 the script clips the gradients after backward (or scales them in place after
     # the optimizer step): the learning step saw neither, so step 3's late copies may hold the
     # changed values. They are left out, warned about, and copied on the thread from step 4.
     kwargs = {change: 3}
     with caplog.at_level(logging.WARNING, logger="murphy.hook"):
-        hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, **kwargs)  # type: ignore[arg-type]
+        hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, copier=copier, **kwargs)  # type: ignore[arg-type]
     run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch, **kwargs)  # type: ignore[arg-type]
     deferred, on_thread = read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread")
     grads = {n for n in on_thread[3] if n.startswith("gradient/")}
@@ -287,8 +331,9 @@ def test_a_late_name_changed_after_learning_is_not_written(tmp_path: Path, monke
 
 
 @pytest.mark.parametrize("foreach", ["works", "refuses"])
+@pytest.mark.parametrize("copier", ["thread", "fences"])
 def test_the_copier_copies_a_run_of_snapshots_in_one_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          foreach: str) -> None:
+                                                          foreach: str, copier: str) -> None:
     # One GIL release per run of queued snapshots, not per tensor; if torch refuses the batched
     # copy, the copier copies them one by one and nothing is lost.
     calls: list[int] = []
@@ -301,7 +346,7 @@ def test_the_copier_copies_a_run_of_snapshots_in_one_call(tmp_path: Path, monkey
         original(dsts, srcs)
 
     monkeypatch.setattr(torch, "_foreach_copy_", counted)
-    hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch)
+    hook = run(tmp_path / "deferred", deferred=True, monkeypatch=monkeypatch, copier=copier)
     monkeypatch.setattr(torch, "_foreach_copy_", original)
     run(tmp_path / "on-thread", deferred=False, monkeypatch=monkeypatch)
     assert_same(read_all(tmp_path / "deferred"), read_all(tmp_path / "on-thread"))
